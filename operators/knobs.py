@@ -1,0 +1,155 @@
+"""mutate ``knobs``: perturb values in YAML/JSON files according to a declared knob space.
+
+Offline and deterministic for a given run seed. A knob names a file, a dotted
+key in it, and either ``choices`` or a numeric ``range`` with a ``step``. Each
+child changes between one and ``max_changes`` knobs: a choice moves to another
+allowed value, a number moves by one to ``max_steps`` steps up or down within
+its range. The space can be inline in the recipe or a file in the candidate's
+tree (read from the parent's commit, so a mutation cannot widen its own space).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rsiframe.api import MutateContext, MutateOperator, Mutation
+
+
+class KnobSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    file: str = Field(description="YAML or JSON file, relative to the candidate root")
+    key: str = Field(description="dotted path of the value inside the file")
+    choices: list[Any] | None = Field(None, description="allowed values")
+    range: tuple[float, float] | None = Field(None, description="[low, high] for numbers")
+    step: float | None = Field(None, gt=0, description="size of one move within the range")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> KnobSpec:
+        if (self.choices is None) == (self.range is None):
+            raise ValueError("a knob needs exactly one of choices or range")
+        if self.choices is not None and len(self.choices) < 2:
+            raise ValueError("choices needs at least two values")
+        if self.range is not None:
+            if self.step is None:
+                raise ValueError("a range knob needs a step")
+            if self.range[0] >= self.range[1]:
+                raise ValueError("range must be [low, high] with low < high")
+        return self
+
+
+class KnobsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    knobs: list[KnobSpec] = Field(default_factory=list, description="the knob space, inline")
+    space: str | None = Field(
+        None, description="file in the candidate tree holding `knobs: [...]` (read from the parent)"
+    )
+    max_changes: int = Field(2, ge=1, description="knobs changed per child (1..max_changes)")
+    max_steps: int = Field(3, ge=1, description="steps a range knob moves at most")
+
+    @model_validator(mode="after")
+    def _has_space(self) -> KnobsConfig:
+        if not self.knobs and not self.space:
+            raise ValueError("give the knob space inline (knobs) or as a file (space)")
+        return self
+
+
+def _load(path: Path) -> Any:
+    text = path.read_text()
+    return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+
+
+def _dump(path: Path, data: Any) -> None:
+    if path.suffix == ".json":
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    else:
+        path.write_text(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+
+
+def _get(data: Any, dotted: str) -> Any:
+    node = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(dotted)
+        node = node[part]
+    return node
+
+
+def _set(data: Any, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def _move(knob: KnobSpec, current: Any, rng: random.Random, max_steps: int) -> Any:
+    if knob.choices is not None:
+        options = [c for c in knob.choices if c != current]
+        return rng.choice(options)
+    assert knob.range is not None and knob.step is not None
+    if not isinstance(current, int | float) or isinstance(current, bool):
+        raise TypeError(f"{knob.file}:{knob.key} is {current!r}, not a number")
+    lo, hi = knob.range
+    integer = isinstance(current, int) and float(knob.step).is_integer()
+
+    def fit(v: float) -> float:
+        v = min(max(v, lo), hi)
+        return round(v) if integer else round(v, 10)
+
+    delta = rng.randint(1, max_steps) * knob.step * rng.choice((-1, 1))
+    value = fit(current + delta)
+    if value == current:  # at the edge of the range: move the other way
+        value = fit(current - delta)
+    if value == current:
+        raise ValueError(f"{knob.file}:{knob.key} cannot move within {list(knob.range)}")
+    return value
+
+
+class Knobs(MutateOperator):
+    """Perturbs 1..max_changes knobs of a declared space (no model, no network)."""
+
+    name = "knobs"
+    Config = KnobsConfig
+
+    def space(self, ctx: MutateContext) -> list[KnobSpec]:
+        knobs = list(self.config.knobs)
+        if self.config.space:
+            raw = yaml.safe_load(ctx.run.read_file(ctx.parent.id, self.config.space))
+            try:
+                knobs += [KnobSpec.model_validate(k) for k in (raw or {}).get("knobs", [])]
+            except (ValidationError, AttributeError) as exc:
+                raise ValueError(f"{self.config.space}: not a valid knob space: {exc}") from exc
+        if not knobs:
+            raise ValueError("the knob space is empty")
+        return knobs
+
+    def mutate(self, ctx: MutateContext) -> Mutation:
+        knobs = self.space(ctx)
+        n = ctx.rng.randint(1, min(self.config.max_changes, len(knobs)))
+        chosen = ctx.rng.sample(knobs, n)
+        files: dict[str, Any] = {}
+        moves = []
+        for knob in chosen:
+            path = ctx.workdir / knob.file
+            if knob.file not in files:
+                if not path.is_file():
+                    raise FileNotFoundError(f"knob file {knob.file} is not in the candidate")
+                files[knob.file] = _load(path)
+            data = files[knob.file]
+            try:
+                current = _get(data, knob.key)
+            except KeyError:
+                raise KeyError(f"{knob.file} has no key {knob.key}") from None
+            new = _move(knob, current, ctx.rng, self.config.max_steps)
+            _set(data, knob.key, new)
+            moves.append({"file": knob.file, "key": knob.key, "from": current, "to": new})
+        for name, data in files.items():
+            _dump(ctx.workdir / name, data)
+        text = "; ".join(f"{m['key']}: {m['from']} -> {m['to']}" for m in moves)
+        return Mutation(description=text, details={"moves": moves})

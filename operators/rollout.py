@@ -1,0 +1,53 @@
+"""rollout: run the parent on train tasks and keep the trajectories for analyze and mutate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rsiframe.api import Rollout, RolloutContext, RolloutOperator
+
+
+def summary(traj: dict[str, Any]) -> dict[str, Any]:
+    """The common shape of a trajectory summary handed to operators."""
+    agent = traj.get("agent", {})
+    return {
+        "task": traj["task"],
+        "reward": traj.get("reward", 0.0),
+        "error": traj.get("error"),
+        "trajectory": traj.get("trajectory", ""),
+        "stdout_tail": traj.get("stdout_tail", agent.get("stdout_tail", "")),
+        "stderr_tail": traj.get("stderr_tail", agent.get("stderr_tail", "")),
+    }
+
+
+class LocalRolloutConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_tasks: int | None = Field(
+        None, ge=1, description="train tasks to run (sampled); all if unset"
+    )
+    reuse_certified: bool = Field(
+        True, description="reuse the parent's certified train trajectories instead of rerunning"
+    )
+
+
+class LocalRollout(RolloutOperator):
+    """Runs the parent on (a sample of) the train split in the local sandbox."""
+
+    name = "local"
+    Config = LocalRolloutConfig
+
+    def rollout(self, ctx: RolloutContext) -> Rollout:
+        limit = self.config.max_tasks
+        if self.config.reuse_certified:
+            certified = ctx.run.trajectories(ctx.parent.id)
+            if certified:
+                rows = [summary(t) for t in certified]
+                if limit is not None and limit < len(rows):
+                    rows = sorted(ctx.rng.sample(rows, limit), key=lambda r: r["task"])
+                return Rollout(trajectories=rows, reused=True)
+        ids = list(ctx.train_tasks)
+        if limit is not None and limit < len(ids):
+            ids = sorted(ctx.rng.sample(ids, limit))
+        return Rollout(trajectories=[summary(t) for t in ctx.run_train(ids)], reused=False)

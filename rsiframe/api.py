@@ -1,0 +1,317 @@
+"""The public operator API: one abstract class per slot, typed results, read-only contexts.
+
+Built-in operators (``rsiframe.operators``) use exactly this API, as does a
+researcher's own operator found by entry point, ``module:Class`` or
+``path/to/file.py:Class``. Operators read the run only through a
+:class:`RunView`; they return results and never write the archive.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SLOTS = (
+    "select",
+    "rollout",
+    "analyze",
+    "mutate",
+    "validate",
+    "novelty",
+    "gate",
+    "record",
+    "reflect",
+)
+REQUIRED_SLOTS = ("select", "rollout", "mutate", "gate", "record")
+OPTIONAL_SLOTS = ("analyze", "validate", "novelty", "reflect")
+
+
+class InformationFlowError(Exception):
+    """An operator asked for something its slot may not see (sealed scores, gate detail)."""
+
+
+# -- results -------------------------------------------------------------------------
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Usage(Result):
+    """Model tokens and cost an operator spent (counted against the budget)."""
+
+    tokens: int = Field(0, ge=0)
+    cost: float = Field(0.0, ge=0)
+
+
+class Selection(Result):
+    parent: str
+    reason: str = ""
+
+
+class Rollout(Result):
+    """Train-split trajectories of the parent (summaries; full logs are artifacts)."""
+
+    trajectories: list[dict[str, Any]]
+    reused: bool = False
+
+
+class Analysis(Result):
+    summary: str
+    details: dict[str, Any] = {}
+
+
+class Mutation(Result):
+    description: str
+    details: dict[str, Any] = {}
+    usage: Usage = Usage()
+
+
+class Check(Result):
+    """Outcome of validate and novelty: ``ok`` false rejects the candidate."""
+
+    ok: bool
+    reason: str = ""
+    output: str = ""
+
+
+class GateDecision(Result):
+    admit: bool
+    reason: str
+
+
+class Notes(Result):
+    notes: dict[str, Any]
+
+
+class Reflection(Result):
+    lessons: str
+
+
+# -- read-only views -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CandidateView:
+    id: str
+    parent: str | None
+    generation: int
+    state: str
+    commit: str | None
+    tree: str | None
+    description: str = ""
+
+
+class RunView(Protocol):
+    """What every operator may read of the run. Sealed results are never reachable."""
+
+    @property
+    def lessons(self) -> str: ...
+
+    def candidates(self) -> list[CandidateView]: ...
+
+    def candidate(self, cid: str) -> CandidateView: ...
+
+    def admitted(self) -> list[CandidateView]: ...
+
+    def lineage(self, cid: str) -> list[CandidateView]:
+        """The candidate and its ancestors, newest first."""
+        ...
+
+    def score(self, cid: str, split: str) -> float | None:
+        """Verified aggregate score on ``train`` or ``gate``; sealed raises."""
+        ...
+
+    def rewards(self, cid: str, split: str = "train") -> dict[str, float] | None:
+        """Verified per-task rewards; train only unless the recipe opens gate detail."""
+        ...
+
+    def trajectories(self, cid: str) -> list[dict[str, Any]]:
+        """Certified train trajectories (summaries with artifact refs)."""
+        ...
+
+    def artifact(self, digest: str) -> bytes: ...
+
+    def read_file(self, cid: str, path: str) -> bytes:
+        """A file from the candidate's committed tree."""
+        ...
+
+    def trees(self) -> set[str]:
+        """Tree hashes of every committed candidate (for novelty)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Context:
+    run: RunView
+    rng: random.Random
+    generation: int
+
+
+@dataclass(frozen=True)
+class SelectContext(Context):
+    pass
+
+
+@dataclass(frozen=True)
+class RolloutContext(Context):
+    parent: CandidateView
+    #: runs the parent on train tasks (all, or the given ids); uncertified, for operators
+    run_train: Callable[[list[str] | None], list[dict[str, Any]]]
+    train_tasks: list[str]
+
+
+@dataclass(frozen=True)
+class AnalyzeContext(Context):
+    parent: CandidateView
+    rollout: Rollout
+
+
+@dataclass(frozen=True)
+class MutateContext(Context):
+    candidate_id: str
+    parent: CandidateView
+    workdir: Path
+    rollout: Rollout
+    analysis: Analysis | None
+    lessons: str
+    surface_include: tuple[str, ...]
+    surface_exclude: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ValidateContext(Context):
+    candidate_id: str
+    parent: CandidateView
+    workdir: Path
+    changes: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class NoveltyContext(Context):
+    candidate_id: str
+    parent: CandidateView
+    tree: str
+    changes: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class GateContext(Context):
+    candidate: CandidateView
+    parent: CandidateView
+
+
+@dataclass(frozen=True)
+class RecordContext(Context):
+    candidate: CandidateView
+    parent: CandidateView | None
+    decision: GateDecision
+    changes: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ReflectContext(Context):
+    previous: str
+    members: list[CandidateView] = field(default_factory=list)
+
+
+# -- operator classes ----------------------------------------------------------------
+
+
+class NoConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Operator:
+    """Base of every operator. Subclasses set ``name`` and, if configurable, ``Config``."""
+
+    slot: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    Config: ClassVar[type[BaseModel]] = NoConfig
+
+    def __init__(self, config: BaseModel) -> None:
+        self.config = config
+
+
+class SelectOperator(Operator):
+    slot = "select"
+
+    def select(self, ctx: SelectContext) -> Selection:
+        raise NotImplementedError
+
+
+class RolloutOperator(Operator):
+    slot = "rollout"
+
+    def rollout(self, ctx: RolloutContext) -> Rollout:
+        raise NotImplementedError
+
+
+class AnalyzeOperator(Operator):
+    slot = "analyze"
+
+    def analyze(self, ctx: AnalyzeContext) -> Analysis:
+        raise NotImplementedError
+
+
+class MutateOperator(Operator):
+    slot = "mutate"
+
+    def mutate(self, ctx: MutateContext) -> Mutation:
+        raise NotImplementedError
+
+
+class ValidateOperator(Operator):
+    slot = "validate"
+
+    def validate(self, ctx: ValidateContext) -> Check:
+        raise NotImplementedError
+
+
+class NoveltyOperator(Operator):
+    slot = "novelty"
+
+    def novelty(self, ctx: NoveltyContext) -> Check:
+        raise NotImplementedError
+
+
+class GateOperator(Operator):
+    slot = "gate"
+
+    def gate(self, ctx: GateContext) -> GateDecision:
+        raise NotImplementedError
+
+
+class RecordOperator(Operator):
+    slot = "record"
+
+    def record(self, ctx: RecordContext) -> Notes:
+        raise NotImplementedError
+
+
+class ReflectOperator(Operator):
+    slot = "reflect"
+
+    def reflect(self, ctx: ReflectContext) -> Reflection:
+        raise NotImplementedError
+
+
+SLOT_BASES: dict[str, type[Operator]] = {
+    cls.slot: cls
+    for cls in (
+        SelectOperator,
+        RolloutOperator,
+        AnalyzeOperator,
+        MutateOperator,
+        ValidateOperator,
+        NoveltyOperator,
+        GateOperator,
+        RecordOperator,
+        ReflectOperator,
+    )
+}

@@ -1,0 +1,227 @@
+"""The run's append-only, tamper-evident archive: hash-chained events and artifacts.
+
+``events.jsonl`` holds one JSON event per line; each carries the sha256 of the
+previous line, and each append is fsynced before the call returns. After
+a signed ``head.json`` names the newest event (written just before it), so even
+the last line cannot be edited or added unnoticed. Artifacts (trajectories, logs, diffs) are
+content-addressed files under ``artifacts/sha256/``.
+
+A torn last line (a crash in the middle of an append) is detected and, when
+the archive is opened for writing, moved aside; any other break stops
+everything and names the event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rsiframe import faults
+from rsiframe.digest import canonical_json, sha256_bytes
+from rsiframe.errors import ArchiveCorrupt
+
+GENESIS = "0" * 64
+EVENTS = "events.jsonl"
+HEAD = "head.json"
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    type: str
+    data: dict[str, Any]
+    ts: float
+    prev: str
+    hash: str
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` durably: temp file, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+@dataclass
+class LoadResult:
+    events: list[Event]
+    torn: bytes  # the bytes of a torn last line, if any
+
+
+def read_events(run_dir: Path) -> LoadResult:
+    """Parse and chain-check every event. Raises :class:`ArchiveCorrupt` on a broken link."""
+    path = run_dir / EVENTS
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ArchiveCorrupt("archive has no events.jsonl", where=str(run_dir)) from exc
+    lines = raw.split(b"\n")
+    torn = lines.pop()  # after the last newline: b"" unless the last write was torn
+    events: list[Event] = []
+    prev = GENESIS
+    for i, line in enumerate(lines):
+        where = f"{path}: event {i}"
+        try:
+            obj = json.loads(line)
+            ev = Event(
+                seq=obj["seq"],
+                type=obj["type"],
+                data=obj["data"],
+                ts=obj["ts"],
+                prev=obj["prev"],
+                hash=sha256_bytes(line),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ArchiveCorrupt(f"unreadable event ({exc})", where=where) from exc
+        if ev.seq != i:
+            raise ArchiveCorrupt(f"sequence number {ev.seq} out of order", where=where)
+        if ev.prev != prev:
+            name = events[-1].type if events else "start"
+            raise ArchiveCorrupt(
+                f"hash chain broken: event {i - 1} ({name}) was changed or removed", where=where
+            )
+        events.append(ev)
+        prev = ev.hash
+    return LoadResult(events=events, torn=torn)
+
+
+class Archive:
+    """Writer for one run folder's events and artifacts."""
+
+    def __init__(
+        self, run_dir: Path, last: Event | None, seal: Callable[[int, str], bytes] | None = None
+    ) -> None:
+        self.run_dir = run_dir
+        self._seq = last.seq + 1 if last else 0
+        self._prev = last.hash if last else GENESIS
+        self._seal = seal
+        self._file = (run_dir / EVENTS).open("ab")
+        self.listeners: list[Callable[[Event], None]] = []
+
+    @staticmethod
+    def repair_torn(run_dir: Path, torn: bytes) -> str | None:
+        """Move a torn last line aside so appends can continue; returns a message."""
+        if not torn:
+            return None
+        path = run_dir / EVENTS
+        n = 1
+        while (run_dir / f"events.torn-{n}").exists():
+            n += 1
+        aside = run_dir / f"events.torn-{n}"
+        write_atomic(aside, torn)
+        size = path.stat().st_size
+        with path.open("r+b") as f:
+            f.truncate(size - len(torn))
+            f.flush()
+            os.fsync(f.fileno())
+        return f"archive: dropped a torn last event ({len(torn)} bytes, kept in {aside.name})"
+
+    def close(self) -> None:
+        self._file.close()
+
+    def append(self, type_: str, data: dict[str, Any]) -> Event:
+        """Append one event durably and return it.
+
+        Ctrl-C and SIGTERM are held back until the event and the in-memory state
+        agree, so an interrupt can never leave half an append behind.
+        """
+        held = {signal.SIGINT, signal.SIGTERM}
+        on_main = threading.current_thread() is threading.main_thread()
+        if on_main:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            ev = self._append(type_, data)
+            for listener in self.listeners:
+                listener(ev)
+        finally:
+            if on_main:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        faults.reached("after:" + type_)
+        return ev
+
+    def _append(self, type_: str, data: dict[str, Any]) -> Event:
+        record = {
+            "seq": self._seq,
+            "ts": round(time.time(), 6),
+            "type": type_,
+            "data": data,
+            "prev": self._prev,
+        }
+        line = canonical_json(record)
+        digest = sha256_bytes(line)
+        if self._seal is not None:
+            # the signed head names the event before it is written: a line appended by
+            # anyone without the key leaves the head behind and is detected
+            write_atomic(self.run_dir / HEAD, self._seal(self._seq, digest))
+        if faults.tear(type_):
+            self._file.write(line[: len(line) // 2])
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            faults.die()
+        self._file.write(line + b"\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        ev = Event(
+            seq=self._seq, type=type_, data=data, ts=record["ts"], prev=self._prev, hash=digest
+        )
+        self._seq += 1
+        self._prev = ev.hash
+        return ev
+
+    # -- artifacts -------------------------------------------------------------
+
+    def put(self, data: bytes) -> str:
+        return put_artifact(self.run_dir, data)
+
+    def put_json(self, value: Any) -> str:
+        return self.put(canonical_json(value))
+
+
+def artifact_path(run_dir: Path, digest: str) -> Path:
+    algo, _, hexd = digest.partition(":")
+    if algo != "sha256" or len(hexd) != 64:
+        raise ArchiveCorrupt(f"malformed artifact digest {digest!r}")
+    return run_dir / "artifacts" / "sha256" / hexd[:2] / hexd[2:]
+
+
+def put_artifact(run_dir: Path, data: bytes) -> str:
+    digest = "sha256:" + sha256_bytes(data)
+    path = artifact_path(run_dir, digest)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data)
+    return digest
+
+
+def get_artifact(run_dir: Path, digest: str) -> bytes:
+    """Read an artifact and check it still hashes to its name."""
+    path = artifact_path(run_dir, digest)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ArchiveCorrupt(f"artifact {digest} is missing", where=str(run_dir)) from exc
+    if "sha256:" + sha256_bytes(data) != digest:
+        raise ArchiveCorrupt(f"artifact {digest} does not match its hash", where=str(path))
+    return data
+
+
+def get_json(run_dir: Path, digest: str) -> Any:
+    return json.loads(get_artifact(run_dir, digest))

@@ -1,0 +1,78 @@
+"""Budgets: checked before every costly action, failing closed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rsiframe.recipe import Budget
+from rsiframe.state import RunState
+
+#: evaluations a child needs (train and gate) and one kept for the champion's sealed anchor
+EVALS_PER_CHILD = 2
+RESERVED_EVALS = 1
+
+
+class BudgetGuard:
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+
+    def used(self, st: RunState, now: float | None = None) -> dict[str, Any]:
+        return {
+            "generations": st.generation,
+            "candidates": st.children(),
+            "evaluations": st.evaluations,
+            "wall_seconds": round(st.wall_seconds(now), 3),
+            "model_tokens": st.tokens,
+            "cost": round(st.cost, 6),
+        }
+
+    def limits(self) -> dict[str, Any]:
+        b = self.budget
+        return {
+            "generations": b.max_generations,
+            "candidates": b.max_candidates,
+            "evaluations": b.max_evaluations,
+            "wall_seconds": b.max_wall_seconds,
+            "model_tokens": b.max_model_tokens,
+            "cost": b.max_cost,
+        }
+
+    def report(self, st: RunState, now: float | None = None) -> dict[str, Any]:
+        return {"used": self.used(st, now), "limits": self.limits()}
+
+    def _common(self, st: RunState) -> str | None:
+        b = self.budget
+        if b.max_wall_seconds is not None and st.wall_seconds(time.time()) >= b.max_wall_seconds:
+            return f"wall time reached {b.max_wall_seconds:g}s"
+        if b.max_model_tokens is not None and st.tokens >= b.max_model_tokens:
+            return f"model tokens reached {b.max_model_tokens}"
+        if b.max_cost is not None and st.cost >= b.max_cost:
+            return f"cost reached {b.max_cost:g}"
+        return None
+
+    def refuse_generation(self, st: RunState) -> str | None:
+        """Why generation ``st.generation + 1`` may not start (None: it may)."""
+        b = self.budget
+        if b.max_generations is not None and st.generation >= b.max_generations:
+            return f"generations reached {b.max_generations}"
+        return self._common(st)
+
+    def refuse_candidate(self, st: RunState) -> str | None:
+        """Why no new child may be proposed; keeps room for its evaluations."""
+        b = self.budget
+        if b.max_candidates is not None and st.children() >= b.max_candidates:
+            return f"candidates reached {b.max_candidates}"
+        need = EVALS_PER_CHILD + RESERVED_EVALS
+        if b.max_evaluations is not None and st.evaluations + need > b.max_evaluations:
+            return f"evaluations would exceed {b.max_evaluations}"
+        return self._common(st)
+
+    def refuse_evaluation(self, st: RunState, *, reserved: bool = False) -> str | None:
+        """Why one more evaluation may not run; ``reserved`` may use the kept one."""
+        b = self.budget
+        if b.max_evaluations is not None:
+            limit = b.max_evaluations if reserved else b.max_evaluations - RESERVED_EVALS
+            if st.evaluations >= limit:
+                return f"evaluations reached {b.max_evaluations}"
+        return self._common(st)

@@ -1,0 +1,68 @@
+"""Typed errors a user can cause. The CLI renders each as one line with its exit code.
+
+Bugs are not modelled here: they still raise ordinary exceptions with tracebacks.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class RsiError(Exception):
+    """Base for every error a user can cause; ``exit_code`` is what the CLI returns."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, *, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class RecipeError(RsiError):
+    """A recipe file is malformed, names something unknown, or fails validation."""
+
+
+class OperatorNotFound(RecipeError):
+    """An operator reference does not resolve to a class."""
+
+
+class TaskSetError(RsiError):
+    """A task set is malformed (missing verifier, empty split, unknown task id)."""
+
+
+class TaskSetChanged(TaskSetError):
+    """A task file changed on disk since the run froze its task lock."""
+
+
+class LockMismatch(RsiError):
+    """The recipe, evaluator or task set differ from what the run locked at start."""
+
+
+class RunFolderError(RsiError):
+    """A path is not a run folder, or the run is busy."""
+
+
+class ArchiveCorrupt(RsiError):
+    """The archive's hash chain or an event in it is broken."""
+
+    exit_code = EXIT_FAILED
+
+
+class KeyMissing(RsiError):
+    """The run's private signing key is not available on this machine."""
+
+
+class SurfaceViolation(RsiError):
+    """A mutation changed something outside its surface (used as a record, rarely raised)."""
+
+
+class SandboxError(RsiError):
+    """The sandbox could not be started (not a task failure: the evaluation fails)."""
+
+    exit_code = EXIT_FAILED

@@ -1,0 +1,274 @@
+"""The ``local`` evaluator engine: run a candidate on Harbor-format tasks in a sandbox.
+
+Each task gets a fresh trial folder. The agent phase sees the candidate export
+read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
+instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
+never sees the tests. The verifier phase then runs ``bash /tests/test.sh`` with
+the tests mounted and a freshly created ``/logs/verifier``, so nothing the
+agent wrote can become its reward. Paths are also given as environment
+variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
+process fallback, which cannot remap paths, works for tasks that use them.
+
+The evaluator is framework-owned: operators never call it directly, and its
+fingerprint (engine, config, code, isolation) is locked at run start.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rsiframe import __version__, faults
+from rsiframe.digest import sha256_bytes, sha256_json
+from rsiframe.sandbox import Mount, ProcResult, Sandbox, kill_all, make_sandbox
+from rsiframe.tasks import Task
+
+TAIL = 4000
+_SKIP_ENV_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
+
+
+class LocalEngineConfig(BaseModel):
+    """Config of the ``local`` engine (``evaluator.config`` in a recipe)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(description="shell command that runs the candidate's agent (cwd /app)")
+    sandbox: Literal["auto", "bwrap", "process"] = Field(
+        "auto", description="bwrap, the plain process fallback, or auto (bwrap when it works)"
+    )
+    concurrency: int = Field(2, ge=1, le=256, description="tasks run at the same time")
+    agent_timeout_s: float | None = Field(
+        None, gt=0, description="cap on each task's [agent] timeout_sec"
+    )
+    verifier_timeout_s: float | None = Field(
+        None, gt=0, description="cap on each task's [verifier] timeout_sec"
+    )
+    output_limit_bytes: int = Field(1 << 20, ge=1024, description="stdout/stderr kept per phase")
+
+
+@dataclass
+class TaskRun:
+    """One task's outcome: the reward, why it is zero if it failed, and its trajectory."""
+
+    task_id: str
+    reward: float
+    error: str | None
+    trajectory: dict[str, Any]
+    trajectory_digest: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class EvaluationOutput:
+    runs: dict[str, TaskRun] = field(default_factory=dict)
+    task_seconds: float = 0.0
+
+
+Put = Callable[[bytes], str]
+
+
+def _code_digest() -> str:
+    from rsiframe import sandbox
+
+    sources = [Path(__file__).read_bytes(), Path(sandbox.__file__).read_bytes()]
+    return sha256_bytes(b"\0".join(sources))
+
+
+def parse_reward(verifier_dir: Path) -> tuple[float, str | None]:
+    """Harbor's reward files: a number in reward.txt, or numeric keys in reward.json."""
+    txt = verifier_dir / "reward.txt"
+    js = verifier_dir / "reward.json"
+    try:
+        if txt.is_file():
+            return float(txt.read_text().strip()), None
+        if js.is_file():
+            data = json.loads(js.read_text())
+            if isinstance(data, int | float):
+                return float(data), None
+            if isinstance(data, dict):
+                if isinstance(data.get("reward"), int | float):
+                    return float(data["reward"]), None
+                nums = [float(v) for v in data.values() if isinstance(v, int | float)]
+                if nums:
+                    return sum(nums) / len(nums), None
+            return 0.0, "reward.json holds no numeric reward"
+    except (ValueError, OSError) as exc:
+        return 0.0, f"unreadable reward: {exc}"
+    return 0.0, "verifier wrote no reward"
+
+
+class LocalEngine:
+    """Runs tasks on this host, each in its own sandboxed trial folder."""
+
+    name = "local"
+
+    def __init__(self, config: LocalEngineConfig, work_root: Path) -> None:
+        self.config = config
+        self.work_root = work_root
+        self.sandbox: Sandbox = make_sandbox(config.sandbox)
+
+    @property
+    def isolation(self) -> str:
+        return self.sandbox.isolation
+
+    def fingerprint(self) -> str:
+        return sha256_json(
+            {
+                "engine": self.name,
+                "config": self.config.model_dump(mode="json"),
+                "code": _code_digest(),
+                "isolation": self.isolation,
+                "framework": __version__,
+            }
+        )
+
+    def run(
+        self,
+        candidate_dir: Path,
+        tasks: list[Task],
+        put: Put,
+        on_done: Callable[[TaskRun], None] | None = None,
+    ) -> EvaluationOutput:
+        """Run every task (concurrently, per config) and return their outcomes."""
+        out = EvaluationOutput()
+        pool = ThreadPoolExecutor(max_workers=self.config.concurrency)
+        try:
+            futures = [pool.submit(self._trial, candidate_dir, t) for t in tasks]
+            for fut in as_completed(futures):
+                run, blobs = fut.result()
+                # artifacts are written by the coordinating thread only
+                refs = {name: put(data) for name, data in blobs.items()}
+                run.trajectory["artifacts"] = refs
+                run.trajectory_digest = put(json.dumps(run.trajectory, sort_keys=True).encode())
+                out.runs[run.task_id] = run
+                out.task_seconds += run.seconds
+                if on_done:
+                    on_done(run)
+        except BaseException:
+            kill_all()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        return out
+
+    def _trial(self, candidate_dir: Path, task: Task) -> tuple[TaskRun, dict[str, bytes]]:
+        faults.reached("stage:task")
+        trial = self.work_root / f"trial-{task.id}-{uuid.uuid4().hex[:8]}"
+        try:
+            return self._trial_in(trial, candidate_dir, task)
+        finally:
+            shutil.rmtree(trial, ignore_errors=True)
+
+    def _trial_in(
+        self, trial: Path, candidate_dir: Path, task: Task
+    ) -> tuple[TaskRun, dict[str, bytes]]:
+        app = trial / "app"
+        env_src = task.path / "environment"
+        if env_src.is_dir():
+            shutil.copytree(
+                env_src,
+                app,
+                symlinks=True,
+                ignore=lambda d, names: [n for n in names if n in _SKIP_ENV_FILES],
+            )
+        else:
+            app.mkdir(parents=True)
+        logs = trial / "logs"
+        (logs / "agent").mkdir(parents=True)
+        task_info = trial / "task"
+        task_info.mkdir()
+        (task_info / "instruction.md").write_text(task.instruction)
+
+        sb = self.sandbox
+        m_app = Mount(app, "/app", writable=True)
+        m_cand = Mount(candidate_dir, "/candidate")
+        m_task = Mount(task_info, "/task")
+        m_agent_logs = Mount(logs / "agent", "/logs/agent", writable=True)
+        m_logs = Mount(logs, "/logs")
+        common = {"RSI_APP": sb.view(m_app), "RSI_LOGS": sb.view(m_logs), "RSI_TASK_ID": task.id}
+
+        agent_timeout = min(task.agent_timeout, self.config.agent_timeout_s or task.agent_timeout)
+        agent = sb.run(
+            ["sh", "-c", self.config.agent],
+            mounts=[m_cand, m_app, m_task, m_agent_logs],
+            cwd=m_app,
+            env={
+                **task.agent_env,
+                **common,
+                "RSI_CANDIDATE": sb.view(m_cand),
+                "RSI_INSTRUCTION": sb.view(m_task) + "/instruction.md",
+            },
+            timeout=agent_timeout,
+            network=task.agent_network,
+            output_limit=self.config.output_limit_bytes,
+        )
+
+        # a fresh verifier folder: whatever the agent left under /logs/verifier is discarded
+        verifier_dir = logs / "verifier"
+        shutil.rmtree(verifier_dir, ignore_errors=True)
+        verifier_dir.mkdir()
+        tests = trial / "tests"
+        shutil.copytree(task.path / "tests", tests, symlinks=True)
+        m_tests = Mount(tests, "/tests")
+        m_verifier = Mount(verifier_dir, "/logs/verifier", writable=True)
+        verifier_timeout = min(
+            task.verifier_timeout, self.config.verifier_timeout_s or task.verifier_timeout
+        )
+        verifier = sb.run(
+            ["bash", sb.view(m_tests) + "/test.sh"],
+            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent")],
+            cwd=m_app,
+            env={**task.verifier_env, **common, "RSI_TESTS": sb.view(m_tests)},
+            timeout=verifier_timeout,
+            network=task.verifier_network,
+            output_limit=self.config.output_limit_bytes,
+        )
+        reward, error = parse_reward(verifier_dir)
+        if agent.timed_out:
+            error = f"agent timed out after {agent_timeout:g}s" + (f"; {error}" if error else "")
+        elif verifier.timed_out:
+            reward, error = 0.0, f"verifier timed out after {verifier_timeout:g}s"
+        blobs = {
+            "agent.stdout": agent.stdout,
+            "agent.stderr": agent.stderr,
+            "verifier.stdout": verifier.stdout,
+            "verifier.stderr": verifier.stderr,
+        }
+        for f in sorted((logs / "agent").rglob("*")):
+            if f.is_file() and not f.is_symlink():
+                blobs["logs/agent/" + f.relative_to(logs / "agent").as_posix()] = f.read_bytes()[
+                    : self.config.output_limit_bytes
+                ]
+        trajectory = {
+            "task": task.id,
+            "reward": reward,
+            "error": error,
+            "agent": _phase(agent),
+            "verifier": _phase(verifier),
+        }
+        seconds = agent.duration_s + verifier.duration_s
+        return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
+
+
+def _phase(res: ProcResult) -> dict[str, Any]:
+    return {
+        "exit_code": res.exit_code,
+        "timed_out": res.timed_out,
+        "seconds": round(res.duration_s, 4),
+        "truncated": res.truncated,
+        "stdout_tail": res.stdout[-TAIL:].decode(errors="replace"),
+        "stderr_tail": res.stderr[-TAIL:].decode(errors="replace"),
+    }
+
+
+ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], LocalEngine]]] = {
+    "local": (LocalEngineConfig, LocalEngine),
+}

@@ -1,0 +1,53 @@
+"""Everything checked before a run folder is created (and all of ``recipe check``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rsiframe import recipe as recipe_mod
+from rsiframe.errors import RecipeError
+from rsiframe.gittree import Snapshot, snapshot
+from rsiframe.surface import Surface
+from rsiframe.tasks import TaskSet, make_split
+
+
+@dataclass
+class Plan:
+    """A recipe that passed every check, with what the run will be built from."""
+
+    resolved: recipe_mod.ResolvedRecipe
+    taskset: TaskSet
+    split: dict[str, list[str]]
+    seed: Snapshot
+
+    def __str__(self) -> str:
+        sizes = ", ".join(f"{len(v)} {k}" for k, v in self.split.items())
+        ops = ", ".join(
+            f"{slot}={spec[0].name or spec[0].__name__}"
+            for slot, spec in self.resolved.operators.items()
+        )
+        return f"tasks: {sizes}; seed: {len(self.seed.entries)} files; {ops}"
+
+
+def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
+    resolved = recipe_mod.load(recipe_path, sets)
+    r = resolved.recipe
+    where = str(resolved.source)
+    taskset = TaskSet.load(r.tasks.path)
+    split = make_split(
+        sorted(taskset.tasks),
+        lists=r.tasks.split.lists(),
+        ratios=r.tasks.split.ratios,
+        seed=r.tasks.split.seed,
+    )
+    if not r.seed.is_dir():
+        raise RecipeError(f"seed: folder not found: {r.seed}", where=where)
+    seed = snapshot(r.seed, r.surface.ignore)
+    if seed.problems:
+        path, why = seed.problems[0]
+        raise RecipeError(f"seed: {path}: {why}", where=where)
+    surface = Surface(tuple(r.surface.include), tuple(r.surface.exclude))
+    if not surface.matching(seed.entries):
+        raise RecipeError("surface: the include globs match no file in the seed", where=where)
+    return Plan(resolved, taskset, split, seed)

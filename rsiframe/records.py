@@ -1,0 +1,81 @@
+"""Certified records: the in-toto statement a run signs for every evaluation.
+
+The statement's subject is the candidate commit (and its tree); the predicate
+binds parent, recipe digest, evaluator fingerprint, task-set fingerprint,
+split, per-task rewards, aggregate score, isolation level, model identity and
+framework version. Scores are read from here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://rsiframe.dev/evaluation/v1"
+
+
+class EvaluationPredicate(BaseModel):
+    """What one certified evaluation asserts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    candidate: str
+    parent_commit: str | None
+    recipe_digest: str
+    evaluator_fingerprint: str
+    taskset_fingerprint: str
+    split: str
+    attempt: int
+    rewards: dict[str, float]
+    errors: dict[str, str] = {}
+    trajectories: dict[str, str] = {}
+    score: float
+    isolation: str
+    model: dict[str, Any] | None = None
+    framework_version: str
+    started_at: float
+    finished_at: float
+
+
+class CertifiedRecord(BaseModel):
+    """A verified statement: subject commit/tree plus its predicate."""
+
+    model_config = ConfigDict(frozen=True)
+
+    commit: str
+    tree: str
+    predicate: EvaluationPredicate
+
+
+def make_statement(commit: str, tree: str, predicate: EvaluationPredicate) -> dict[str, Any]:
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {
+                "name": f"candidate/{predicate.candidate}",
+                "digest": {"gitCommit": commit, "gitTree": tree},
+            }
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate.model_dump(mode="json"),
+    }
+
+
+def parse_statement(statement: dict[str, Any]) -> CertifiedRecord:
+    """Read a (verified) statement back; raises ValueError when it is not ours."""
+    if statement.get("_type") != STATEMENT_TYPE or statement.get("predicateType") != PREDICATE_TYPE:
+        raise ValueError("not an rsiframe evaluation statement")
+    subject = statement["subject"][0]["digest"]
+    return CertifiedRecord(
+        commit=subject["gitCommit"],
+        tree=subject["gitTree"],
+        predicate=EvaluationPredicate.model_validate(statement["predicate"]),
+    )
+
+
+def aggregate(rewards: dict[str, float]) -> float:
+    """The aggregate score of a split: the mean reward (0 for no tasks)."""
+    return sum(rewards.values()) / len(rewards) if rewards else 0.0

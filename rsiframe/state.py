@@ -1,0 +1,330 @@
+"""Run state as a fold over archive events.
+
+Scores enter the state only through :meth:`RunState.apply` of an
+``evaluation_certified`` event whose envelope verifies under the run's public
+key and binds this run, this candidate's commit and tree, the recipe digest,
+the evaluator and the task-set fingerprint. Anything else is a *problem*
+(listed by ``verify``) and never a score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rsiframe.archive import Event
+from rsiframe.errors import ArchiveCorrupt
+from rsiframe.records import CertifiedRecord, parse_statement
+from rsiframe.signing import BadSignature, RecordVerifier
+
+CANDIDATE_STATES = (
+    "proposed",
+    "mutated",
+    "rejected",
+    "evaluating",
+    "certified",
+    "admitted",
+    "declined",
+    "failed",
+    "abandoned",
+)
+RUN_STATES = ("running", "finished", "interrupted", "budget_exhausted", "failed")
+SEED_SPLITS = ("train", "gate", "sealed")
+CHILD_SPLITS = ("train", "gate")
+
+
+@dataclass
+class Attempt:
+    split: str
+    attempt: int
+    status: str  # running | certified | failed | interrupted | invalid
+    record: CertifiedRecord | None = None
+    error: str | None = None
+
+
+@dataclass
+class Candidate:
+    id: str
+    parent: str | None
+    generation: int
+    index: int
+    commit: str | None = None
+    tree: str | None = None
+    parent_commit: str | None = None
+    description: str = ""
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    attempts: dict[str, list[Attempt]] = field(default_factory=dict)
+    rejected: dict[str, Any] | None = None
+    abandoned: str | None = None
+    decision: dict[str, Any] | None = None
+    notes: dict[str, Any] | None = None
+    recorded: bool = False
+    rollout: str | None = None
+    analysis: str | None = None
+
+    @property
+    def is_seed(self) -> bool:
+        return self.parent is None
+
+    @property
+    def required_splits(self) -> tuple[str, ...]:
+        return SEED_SPLITS if self.is_seed else CHILD_SPLITS
+
+    def latest(self, split: str) -> Attempt | None:
+        tries = self.attempts.get(split)
+        return tries[-1] if tries else None
+
+    def record(self, split: str) -> CertifiedRecord | None:
+        for a in reversed(self.attempts.get(split, [])):
+            if a.status == "certified":
+                return a.record
+        return None
+
+    def score(self, split: str) -> float | None:
+        rec = self.record(split)
+        return rec.predicate.score if rec else None
+
+    @property
+    def state(self) -> str:
+        if self.abandoned is not None:
+            return "abandoned"
+        if self.rejected is not None:
+            return "rejected"
+        if self.decision is not None:
+            return "admitted" if self.decision["admit"] else "declined"
+        if self.commit is None:
+            return "proposed"
+        started = False
+        certified = True
+        for split in self.required_splits:
+            last = self.latest(split)
+            if self.record(split) is None:
+                certified = False
+                if last is not None and last.status in ("failed", "invalid"):
+                    return "failed"
+            if last is not None:
+                started = True
+        if certified:
+            return "certified"
+        return "evaluating" if started else "mutated"
+
+    def next_split(self) -> str | None:
+        """The first required split with no certified record yet."""
+        for split in self.required_splits:
+            if self.record(split) is None:
+                return split
+        return None
+
+    def open_attempt(self) -> Attempt | None:
+        for tries in self.attempts.values():
+            if tries and tries[-1].status == "running":
+                return tries[-1]
+        return None
+
+
+@dataclass
+class RunState:
+    """Everything the engine and the reports know about a run, rebuilt from events."""
+
+    verifier: RecordVerifier
+    run_id: str = ""
+    name: str = ""
+    recipe_digest: str = ""
+    taskset_fingerprint: str = ""
+    evaluator_fingerprint: str = ""
+    isolation: str = ""
+    seed_commit: str = ""
+    seed_tree: str = ""
+    started_at: float = 0.0
+    last_ts: float = 0.0
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+    generation: int = 0
+    proposed_in: dict[int, int] = field(default_factory=dict)
+    reflected: dict[int, str] = field(default_factory=dict)
+    evaluations: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+    terminal: dict[str, Any] | None = None
+    wall_closed: float = 0.0  # wall seconds of finished sessions
+    session_start: float | None = None
+    problems: list[str] = field(default_factory=list)
+    records: int = 0
+    lessons_digest: str | None = None
+
+    # -- folding ---------------------------------------------------------------------
+
+    def apply(self, ev: Event) -> None:
+        handler = getattr(self, "_on_" + ev.type, None)
+        if handler is None:
+            raise ArchiveCorrupt(f"event {ev.seq}: unknown event type {ev.type!r}")
+        try:
+            handler(ev, ev.data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ArchiveCorrupt(f"event {ev.seq} ({ev.type}) is malformed: {exc!r}") from exc
+        self.last_ts = ev.ts
+
+    def _on_run_started(self, ev: Event, d: dict[str, Any]) -> None:
+        self.run_id = d["run_id"]
+        self.name = d["name"]
+        self.recipe_digest = d["recipe_digest"]
+        self.taskset_fingerprint = d["taskset_fingerprint"]
+        self.evaluator_fingerprint = d["evaluator_fingerprint"]
+        self.isolation = d["isolation"]
+        self.seed_commit, self.seed_tree = d["seed_commit"], d["seed_tree"]
+        self.started_at = ev.ts
+        if d["keyid"] != self.verifier.keyid:
+            self.problems.append("run_started names a different key than pubkey.pem")
+
+    def _on_session_started(self, ev: Event, d: dict[str, Any]) -> None:
+        self._close_session()
+        self.session_start = ev.ts
+        self.terminal = None
+
+    def _close_session(self) -> None:
+        if self.session_start is not None:
+            self.wall_closed += max(0.0, self.last_ts - self.session_start)
+            self.session_start = None
+
+    def _on_generation_started(self, ev: Event, d: dict[str, Any]) -> None:
+        self.generation = d["generation"]
+
+    def _on_candidate_proposed(self, ev: Event, d: dict[str, Any]) -> None:
+        c = Candidate(
+            id=d["id"], parent=d["parent"], generation=d["generation"], index=len(self.candidates)
+        )
+        self.candidates[c.id] = c
+        self.proposed_in[c.generation] = self.proposed_in.get(c.generation, 0) + 1
+
+    def _on_rollout_done(self, ev: Event, d: dict[str, Any]) -> None:
+        self.candidates[d["id"]].rollout = d["rollout"]
+
+    def _on_analysis_done(self, ev: Event, d: dict[str, Any]) -> None:
+        self.candidates[d["id"]].analysis = d["analysis"]
+
+    def _on_candidate_mutated(self, ev: Event, d: dict[str, Any]) -> None:
+        c = self.candidates[d["id"]]
+        c.commit, c.tree, c.parent_commit = d["commit"], d["tree"], d.get("parent_commit")
+        c.description = d.get("description", "")
+        c.changes = d.get("changes", [])
+
+    def _on_candidate_rejected(self, ev: Event, d: dict[str, Any]) -> None:
+        self.candidates[d["id"]].rejected = d
+
+    def _on_candidate_abandoned(self, ev: Event, d: dict[str, Any]) -> None:
+        self.candidates[d["id"]].abandoned = d.get("reason", "")
+
+    def _on_evaluation_started(self, ev: Event, d: dict[str, Any]) -> None:
+        c = self.candidates[d["id"]]
+        c.attempts.setdefault(d["split"], []).append(Attempt(d["split"], d["attempt"], "running"))
+        self.evaluations += 1
+
+    def _attempt(self, d: dict[str, Any]) -> Attempt | None:
+        c = self.candidates.get(d["id"])
+        for a in c.attempts.get(d["split"], []) if c else []:
+            if a.attempt == d["attempt"]:
+                return a
+        return None
+
+    def _on_evaluation_certified(self, ev: Event, d: dict[str, Any]) -> None:
+        self.records += 1
+        a = self._attempt(d)
+        where = f"event {ev.seq} ({d.get('id')}/{d.get('split')}#{d.get('attempt')})"
+        if a is None:
+            self.problems.append(f"{where}: certificate for an evaluation that never started")
+            return
+        try:
+            rec = parse_statement(self.verifier.open(d["envelope"]))
+        except (BadSignature, ValueError, KeyError) as exc:
+            a.status, a.error = "invalid", f"certificate rejected: {exc}"
+            self.problems.append(f"{where}: {a.error}")
+            return
+        problem = self._binding_problem(self.candidates[d["id"]], d, rec)
+        if problem:
+            a.status, a.error = "invalid", f"certificate rejected: {problem}"
+            self.problems.append(f"{where}: {a.error}")
+            return
+        a.status, a.record = "certified", rec
+
+    def _binding_problem(self, c: Candidate, d: dict[str, Any], rec: CertifiedRecord) -> str:
+        p = rec.predicate
+        checks = [
+            (p.run_id == self.run_id, "bound to another run"),
+            (p.candidate == c.id, f"bound to candidate {p.candidate}"),
+            (rec.commit == c.commit and rec.tree == c.tree, "bound to another commit"),
+            (p.parent_commit == c.parent_commit, "bound to another parent"),
+            (p.split == d["split"] and p.attempt == d["attempt"], "bound to another evaluation"),
+            (p.recipe_digest == self.recipe_digest, "recipe digest differs"),
+            (p.evaluator_fingerprint == self.evaluator_fingerprint, "evaluator differs"),
+            (p.taskset_fingerprint == self.taskset_fingerprint, "task set differs"),
+        ]
+        return next((why for ok, why in checks if not ok), "")
+
+    def _on_task_finished(self, ev: Event, d: dict[str, Any]) -> None:
+        pass  # evidence only: scores come from certificates
+
+    def _on_evaluation_failed(self, ev: Event, d: dict[str, Any]) -> None:
+        a = self._attempt(d)
+        if a is not None:
+            a.status, a.error = "failed", d.get("error", "")
+
+    def _on_evaluation_interrupted(self, ev: Event, d: dict[str, Any]) -> None:
+        a = self._attempt(d)
+        if a is not None:
+            a.status = "interrupted"
+
+    def _on_candidate_gated(self, ev: Event, d: dict[str, Any]) -> None:
+        self.candidates[d["id"]].decision = {"admit": d["admit"], "reason": d["reason"]}
+
+    def _on_candidate_recorded(self, ev: Event, d: dict[str, Any]) -> None:
+        c = self.candidates[d["id"]]
+        c.notes, c.recorded = d.get("notes"), True
+
+    def _on_generation_reflected(self, ev: Event, d: dict[str, Any]) -> None:
+        self.reflected[d["generation"]] = d["lessons"]
+        self.lessons_digest = d["lessons"]
+
+    def _on_usage(self, ev: Event, d: dict[str, Any]) -> None:
+        self.tokens += int(d.get("tokens", 0))
+        self.cost += float(d.get("cost", 0.0))
+
+    def _on_run_interrupted(self, ev: Event, d: dict[str, Any]) -> None:
+        self.terminal = {"state": "interrupted", **d}
+        self._close_session()
+
+    def _on_run_finished(self, ev: Event, d: dict[str, Any]) -> None:
+        self.terminal = dict(d)
+        self._close_session()
+
+    # -- queries ---------------------------------------------------------------------
+
+    @property
+    def seed(self) -> Candidate | None:
+        return next(iter(self.candidates.values()), None)
+
+    def admitted(self) -> list[Candidate]:
+        return [c for c in self.candidates.values() if c.state == "admitted"]
+
+    def champion(self) -> Candidate | None:
+        """The admitted candidate with the best verified gate score (earliest on ties)."""
+        best: Candidate | None = None
+        for c in self.admitted():
+            s = c.score("gate")
+            if s is not None and (best is None or s > (best.score("gate") or 0.0)):
+                best = c
+        return best
+
+    def wall_seconds(self, now: float | None = None) -> float:
+        live = 0.0
+        if self.session_start is not None:
+            live = max(0.0, (now if now is not None else self.last_ts) - self.session_start)
+        return self.wall_closed + live
+
+    def children(self) -> int:
+        return sum(1 for c in self.candidates.values() if not c.is_seed)
+
+
+def fold(events: list[Event], verifier: RecordVerifier) -> RunState:
+    state = RunState(verifier=verifier)
+    for ev in events:
+        state.apply(ev)
+    return state
