@@ -52,8 +52,8 @@ class Tournament(SelectOperator):
     def select(self, ctx: SelectContext) -> Selection:
         rows = ranked(ctx.run)
         _need(rows)
-        drawn = ctx.rng.sample(rows, min(self.config.size, len(rows)))
-        score, pick = max(drawn, key=lambda r: r[0])
+        drawn = ctx.rng.sample(range(len(rows)), min(self.config.size, len(rows)))
+        score, pick = rows[min(drawn)]  # rows are ranked, so the lowest index wins
         return Selection(parent=pick.id, reason=f"tournament of {len(drawn)} (gate {score:.3f})")
 
 

@@ -1,10 +1,15 @@
 """The run's append-only, tamper-evident archive: hash-chained events and artifacts.
 
 ``events.jsonl`` holds one JSON event per line; each carries the sha256 of the
-previous line, and each append is fsynced before the call returns. After
-a signed ``head.json`` names the newest event (written just before it), so even
-the last line cannot be edited or added unnoticed. Artifacts (trajectories, logs, diffs) are
-content-addressed files under ``artifacts/sha256/``.
+previous line and an Ed25519 signature by the run's key, and each append is
+fsynced before the call returns. Because every event commits to all before
+it, the newest event's signature authenticates the whole chain: an edited,
+inserted or appended line is detected with the public key alone.
+
+Artifacts (trajectories, logs, analyses) are content-addressed files under
+``artifacts/sha256/``, written atomically (temp file, rename) but not fsynced
+one by one: a machine crash can lose the newest evidence files, which
+``verify`` then reports as missing; it cannot lose or alter an event.
 
 A torn last line (a crash in the middle of an append) is detected and, when
 the archive is opened for writing, moved aside; any other break stops
@@ -29,7 +34,6 @@ from rsiframe.errors import ArchiveCorrupt
 
 GENESIS = "0" * 64
 EVENTS = "events.jsonl"
-HEAD = "head.json"
 
 
 @dataclass(frozen=True)
@@ -40,23 +44,29 @@ class Event:
     ts: float
     prev: str
     hash: str
+    sig: str | None = None
+
+    def signed_bytes(self) -> bytes:
+        """What the event's signature covers: the event without its signature."""
+        return canonical_json(
+            {
+                "seq": self.seq,
+                "ts": self.ts,
+                "type": self.type,
+                "data": self.data,
+                "prev": self.prev,
+            }
+        )
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` durably: temp file, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` all or nothing: temp file, (fsync,) rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with tmp.open("wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -88,6 +98,7 @@ def read_events(run_dir: Path) -> LoadResult:
                 ts=obj["ts"],
                 prev=obj["prev"],
                 hash=sha256_bytes(line),
+                sig=obj.get("sig"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ArchiveCorrupt(f"unreadable event ({exc})", where=where) from exc
@@ -106,13 +117,11 @@ def read_events(run_dir: Path) -> LoadResult:
 class Archive:
     """Writer for one run folder's events and artifacts."""
 
-    def __init__(
-        self, run_dir: Path, last: Event | None, seal: Callable[[int, str], bytes] | None = None
-    ) -> None:
+    def __init__(self, run_dir: Path, last: Event | None, sign: Callable[[bytes], str]) -> None:
         self.run_dir = run_dir
         self._seq = last.seq + 1 if last else 0
         self._prev = last.hash if last else GENESIS
-        self._seal = seal
+        self._sign = sign
         self._file = (run_dir / EVENTS).open("ab")
         self.listeners: list[Callable[[Event], None]] = []
 
@@ -165,12 +174,9 @@ class Archive:
             "data": data,
             "prev": self._prev,
         }
-        line = canonical_json(record)
+        sig = self._sign(canonical_json(record))
+        line = canonical_json({**record, "sig": sig})
         digest = sha256_bytes(line)
-        if self._seal is not None:
-            # the signed head names the event before it is written: a line appended by
-            # anyone without the key leaves the head behind and is detected
-            write_atomic(self.run_dir / HEAD, self._seal(self._seq, digest))
         if faults.tear(type_):
             self._file.write(line[: len(line) // 2])
             self._file.flush()
@@ -180,7 +186,13 @@ class Archive:
         self._file.flush()
         os.fsync(self._file.fileno())
         ev = Event(
-            seq=self._seq, type=type_, data=data, ts=record["ts"], prev=self._prev, hash=digest
+            seq=self._seq,
+            type=type_,
+            data=data,
+            ts=record["ts"],
+            prev=self._prev,
+            hash=digest,
+            sig=sig,
         )
         self._seq += 1
         self._prev = ev.hash
@@ -197,7 +209,7 @@ class Archive:
 
 def artifact_path(run_dir: Path, digest: str) -> Path:
     algo, _, hexd = digest.partition(":")
-    if algo != "sha256" or len(hexd) != 64:
+    if algo != "sha256" or len(hexd) != 64 or hexd.strip("0123456789abcdef"):
         raise ArchiveCorrupt(f"malformed artifact digest {digest!r}")
     return run_dir / "artifacts" / "sha256" / hexd[:2] / hexd[2:]
 
@@ -207,7 +219,7 @@ def put_artifact(run_dir: Path, data: bytes) -> str:
     path = artifact_path(run_dir, digest)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
+        write_atomic(path, data, durable=False)
     return digest
 
 

@@ -198,7 +198,7 @@ def status(run_dir: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
 def verify(run_dir: Path, as_json: bool) -> None:
-    """Check every signature, the hash chain, the signed head and the locks."""
+    """Check every signature, the hash chain, the locks and the evidence of every record."""
     from rsiframe.report import verify as verify_run
 
     report = verify_run(run_dir)

@@ -59,22 +59,25 @@ from rsiframe.api import (
 from rsiframe.archive import Archive, Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo, fresh_dir
-from rsiframe.digest import canonical_json
-from rsiframe.errors import LockMismatch, RunFolderError
+from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluator import ENGINES, EvaluationOutput, LocalEngine, TaskRun
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.guardrail import check as guardrail_check
-from rsiframe.loader import head_statement, load_run
+from rsiframe.loader import load_run
 from rsiframe.preflight import plan
 from rsiframe.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.runfolder import RunLock, RunPaths
 from rsiframe.runview import StateView, as_view
-from rsiframe.signing import Signer, create_signer, load_signer
+from rsiframe.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.state import Candidate, RunState, fold
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, TaskLock, TaskSet
 
 R = TypeVar("R", bound=BaseModel)
+
+
+#: exported candidate trees kept in work/exports (admitted ones are reused as parents)
+KEEP_EXPORTS = 16
 
 
 class Progress:
@@ -219,10 +222,11 @@ class Engine:
         paths.pubkey.write_bytes(signer.public.pem())
         repo = CandidateRepo.create(paths.repo)
         seed_tree = repo.store(seed_snap)
-        seed_commit = repo.commit(seed_tree, None, "c0000: seed", f"{CANDIDATE_REFS}/c0000")
+        seed_commit = repo.commit(seed_tree, None, "c0000: seed", f"{CANDIDATE_REFS}/c0000",
+                                  entries=seed_snap.entries)
 
         state = RunState(verifier=signer.public)
-        archive = Archive(paths.root, None, seal=_sealer(signer, run_id))
+        archive = Archive(paths.root, None, sign=_event_signer(signer))
         engine = cls(
             paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock
         )
@@ -256,9 +260,8 @@ class Engine:
             if loaded.torn:
                 msg = Archive.repair_torn(paths.root, loaded.torn)
                 notes = [msg] if msg else []
-            for problem in st.problems:
-                if "head" in problem or "after event" in problem:
-                    raise LockMismatch(f"archive: {problem}", where=str(paths.root))
+            if st.problems:
+                raise ArchiveCorrupt(f"archive: {st.problems[0]}", where=str(paths.root))
             resolved = _check_recipe(paths, st)
             task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
             if task_lock.fingerprint != st.taskset_fingerprint:
@@ -274,7 +277,7 @@ class Engine:
             signer = load_signer(st.run_id, st.verifier.keyid)
             repo = CandidateRepo(paths.repo)
             last = loaded.events[-1] if loaded.events else None
-            archive = Archive(paths.root, last, seal=_sealer(signer, st.run_id))
+            archive = Archive(paths.root, last, sign=_event_signer(signer))
             st = fold(loaded.events, signer.public)  # state owned by this engine
         except BaseException:
             lock.release()
@@ -296,6 +299,7 @@ class Engine:
         return engine, notes
 
     def close(self) -> None:
+        self.evaluator.close()
         self.archive.close()
         self.repo.close()
         shutil.rmtree(self.paths.work, ignore_errors=True)
@@ -504,9 +508,10 @@ class Engine:
                 {"id": cid, "analysis": self.archive.put_json(analysis.model_dump(mode="json"))},
             )
 
-        fresh_dir(workdir)
         assert parent.commit is not None
-        self.repo.export(parent.commit, workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
+        # a copy of the parent's verified export (same bytes and modes as its commit)
+        shutil.copytree(self._clean_export(parent), workdir, symlinks=True)
         mctx = MutateContext(
             self.view,
             self._rng(cid, "mutate"),
@@ -578,7 +583,8 @@ class Engine:
                 self._reject(cid, "novelty", [check.reason], snap, parent, mutation)
                 return
         commit = self.repo.commit(
-            tree, parent.commit, f"{cid}: {mutation.description}", f"{CANDIDATE_REFS}/{cid}"
+            tree, parent.commit, f"{cid}: {mutation.description}", f"{CANDIDATE_REFS}/{cid}",
+            entries=snap.entries,
         )
         details = self.archive.put_json(mutation.model_dump(mode="json"))
         self._append(
@@ -601,12 +607,7 @@ class Engine:
             ids = [t for t in (task_ids or train) if t in train]
             assert parent.commit is not None
             self.task_lock.check(("train",))
-            dest = fresh_dir(self.paths.work / f"rollout-{cid}")
-            try:
-                self.repo.export(parent.commit, dest)
-                out = self._run_tasks(cid, "rollout", dest, ids)
-            finally:
-                shutil.rmtree(dest, ignore_errors=True)
+            out = self._run_tasks(cid, "rollout", self._clean_export(parent), ids)
             return [
                 {
                     "task": r.task_id,
@@ -696,12 +697,10 @@ class Engine:
         t0 = time.perf_counter()
         faults.reached("stage:evaluate")
         self.progress.stage(c.id, f"evaluate {split}")
-        dest = self.paths.work / f"eval-{c.id}-{split}-{attempt}"
         started = time.time()
         try:
             assert c.commit is not None and c.tree is not None
-            fresh_dir(dest)
-            self.repo.export(c.commit, dest)
+            dest = self._clean_export(c)
             ids = self.task_lock.split[split]
             out = self._run_tasks(c.id, split, dest, ids)
             for tid in ids:
@@ -755,9 +754,26 @@ class Engine:
                 },
             )
         finally:
-            shutil.rmtree(dest, ignore_errors=True)
             self.timings.add(self.timings.total, c.id, time.perf_counter() - t0)
         return None
+
+    def _clean_export(self, c: Candidate) -> Path:
+        """The candidate's tree, exported once and re-checked against its hash before each use."""
+        assert c.commit is not None
+        dest = self.paths.work / "exports" / c.id
+        if dest.is_dir():
+            got = snapshot(dest, ignore=())
+            if not got.problems and got.tree_sha == c.tree:
+                return dest
+        fresh_dir(dest)
+        self.repo.export(c.commit, dest)
+        kept = sorted(dest.parent.iterdir(), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-KEEP_EXPORTS]:
+            shutil.rmtree(old, ignore_errors=True)
+        return dest
+
+    def _drop_export(self, c: Candidate) -> None:
+        shutil.rmtree(self.paths.work / "exports" / c.id, ignore_errors=True)
 
     # -- gate, record, reflect --------------------------------------------------------
 
@@ -778,6 +794,8 @@ class Engine:
         self._append(
             "candidate_gated", {"id": c.id, "admit": decision.admit, "reason": decision.reason}
         )
+        if not decision.admit:  # admitted candidates stay exported: they may be parents
+            self._drop_export(c)
         self.timings.add(self.timings.total, c.id, time.perf_counter() - t0)
 
     def _record(self, c: Candidate) -> None:
@@ -844,11 +862,8 @@ def _change_dict(ch: Any) -> dict[str, Any]:
     return d
 
 
-def _sealer(signer: Signer, run_id: str) -> Callable[[int, str], bytes]:
-    def seal(seq: int, hash_: str) -> bytes:
-        return canonical_json(signer.sign(head_statement(run_id, seq, hash_)))
-
-    return seal
+def _event_signer(signer: Signer) -> Callable[[bytes], str]:
+    return lambda payload: signer.sign_bytes(EVENT_TYPE, payload)
 
 
 def _make_evaluator(resolved: recipe_mod.ResolvedRecipe, work: Path) -> LocalEngine:

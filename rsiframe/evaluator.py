@@ -19,7 +19,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -114,6 +114,7 @@ class LocalEngine:
         self.config = config
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def isolation(self) -> str:
@@ -139,9 +140,10 @@ class LocalEngine:
     ) -> EvaluationOutput:
         """Run every task (concurrently, per config) and return their outcomes."""
         out = EvaluationOutput()
-        pool = ThreadPoolExecutor(max_workers=self.config.concurrency)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="trial")
+        futures = [self._pool.submit(self._trial, candidate_dir, t) for t in tasks]
         try:
-            futures = [pool.submit(self._trial, candidate_dir, t) for t in tasks]
             for fut in as_completed(futures):
                 run, blobs = fut.result()
                 # artifacts are written by the coordinating thread only
@@ -153,11 +155,17 @@ class LocalEngine:
                 if on_done:
                     on_done(run)
         except BaseException:
+            for fut in futures:
+                fut.cancel()
             kill_all()
-            pool.shutdown(wait=True, cancel_futures=True)
+            wait(futures)
             raise
-        pool.shutdown(wait=True)
         return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def _trial(self, candidate_dir: Path, task: Task) -> tuple[TaskRun, dict[str, bytes]]:
         faults.reached("stage:task")

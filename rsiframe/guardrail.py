@@ -35,12 +35,38 @@ class GuardrailReport:
         return not self.violations
 
 
-def symlink_escapes(path: str, target: str) -> bool:
-    """True when a symlink at ``path`` (relative to the tree root) points outside the tree."""
+def symlink_escapes(path: str, target: str, links: dict[str, str] | None = None) -> bool:
+    """True when a symlink at ``path`` points outside the tree.
+
+    The target is resolved component by component through the other symlinks of
+    the tree (``links``: path -> target), as the kernel would, so ``up -> self/../..``
+    with ``self -> .`` is caught. Loops count as escapes.
+    """
+    links = links or {}
     if posixpath.isabs(target):
         return True
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-    return resolved == ".." or resolved.startswith("../")
+    current = [p for p in posixpath.dirname(path).split("/") if p]
+    remaining = target.split("/")
+    hops = 0
+    while remaining:
+        comp = remaining.pop(0)
+        if comp in ("", "."):
+            continue
+        if comp == "..":
+            if not current:
+                return True
+            current.pop()
+            continue
+        here = "/".join([*current, comp])
+        if here in links:
+            hops += 1
+            nxt = links[here]
+            if hops > 40 or posixpath.isabs(nxt):
+                return True
+            remaining = nxt.split("/") + remaining
+            continue
+        current.append(comp)
+    return False
 
 
 def check(parent: FlatTree, snap: Snapshot, surface: Surface) -> GuardrailReport:
@@ -51,15 +77,16 @@ def check(parent: FlatTree, snap: Snapshot, surface: Surface) -> GuardrailReport
         for p in filter(None, (ch.path, ch.old_path)):
             if not surface.allows(p):
                 violations.append(Violation(p, ch.kind, f"{ch.kind} outside the surface"))
-        if ch.path == ".gitmodules" or ch.path.endswith("/.gitmodules"):
-            violations.append(Violation(ch.path, ch.kind, ".gitmodules may not change"))
-        new = ch.new
-        if new is not None and new.mode == MODE_GITLINK:
+            if p == ".gitmodules" or p.endswith("/.gitmodules"):
+                violations.append(Violation(p, ch.kind, ".gitmodules may not change"))
+        if ch.new is not None and ch.new.mode == MODE_GITLINK:
             violations.append(Violation(ch.path, ch.kind, "gitlinks (submodules) are not allowed"))
-        if new is not None and new.mode == MODE_LINK:
-            target = snap.content(ch.path).decode(errors="replace")
-            if symlink_escapes(ch.path, target):
-                violations.append(
-                    Violation(ch.path, ch.kind, f"symlink points outside the tree: {target}")
-                )
+    # every symlink of the new tree, since changing one link can redirect another
+    links = {p: snap.content(p).decode(errors="replace")
+             for p, e in snap.entries.items() if e.mode == MODE_LINK}
+    kinds = {ch.path: ch.kind for ch in changes}
+    for path, target in sorted(links.items()):
+        if symlink_escapes(path, target, links):
+            violations.append(Violation(path, kinds.get(path, "unchanged"),
+                                        f"symlink points outside the tree: {target}"))
     return GuardrailReport(changes=changes, violations=violations)

@@ -9,9 +9,10 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from rsiframe.archive import get_artifact, get_json
 from rsiframe.budget import BudgetGuard
 from rsiframe.candidates import CandidateRepo
-from rsiframe.errors import RsiError
+from rsiframe.errors import ArchiveCorrupt, RsiError
 from rsiframe.loader import LoadedRun, load_run
 from rsiframe.recipe import Budget
 from rsiframe.state import CANDIDATE_STATES, Candidate, RunState
@@ -108,9 +109,9 @@ def status_of(loaded: LoadedRun) -> StatusReport:
 
 
 def verify(root: Path) -> VerifyReport:
-    """Signatures, hash chain, signed head, locks, and that every record's commit exists."""
+    """Every signature, the hash chain, the locks, commits and evidence of every record."""
     try:
-        loaded = load_run(root)
+        loaded = load_run(root, strict=False, every_signature=True)
     except RsiError as exc:
         if exc.exit_code == 2 and "run folder" in exc.message:
             raise
@@ -141,9 +142,27 @@ def verify(root: Path) -> VerifyReport:
                 problems.append(f"{c.id}: commit {c.commit[:12]} does not have the recorded tree")
             if c.state == "admitted" and c.record("gate") is None:
                 problems.append(f"{c.id}: admitted without a verified gate record")
+            problems += _evidence_problems(paths.root, c)
     finally:
         repo.close()
     return VerifyReport(ok=not problems, records=st.records, problems=problems)
+
+
+def _evidence_problems(root: Path, c: Candidate) -> list[str]:
+    """Every trajectory a certificate names, and every log it names, exists unaltered."""
+    problems = []
+    for tries in c.attempts.values():
+        for a in tries:
+            if a.record is None:
+                continue
+            for task, digest in a.record.predicate.trajectories.items():
+                try:
+                    traj = get_json(root, digest)
+                    for ref in traj.get("artifacts", {}).values():
+                        get_artifact(root, ref)
+                except (ArchiveCorrupt, ValueError) as exc:
+                    problems.append(f"{c.id}/{a.split}#{a.attempt} {task}: {exc.args[0]}")
+    return problems
 
 
 def _fmt(x: float | None) -> str:

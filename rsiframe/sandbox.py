@@ -132,6 +132,9 @@ def _execute(
         timer.start()
         try:
             proc.wait()
+            # whatever the command left running in its group dies with it, so nothing
+            # from one phase (the agent) can act during the next (the verifier)
+            _kill_group(proc)
         except BaseException:
             _kill_group(proc)
             raise

@@ -21,6 +21,9 @@ from rsiframe.digest import canonical_json, sha256_bytes
 from rsiframe.errors import KeyMissing
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
+#: archive events are signed under their own payload type, so an event signature can
+#: never be passed off as a certificate (or the reverse)
+EVENT_TYPE = "application/vnd.rsiframe.event+json"
 
 
 class BadSignature(Exception):
@@ -57,6 +60,10 @@ class Signer:
     def keyid(self) -> str:
         return self.public.keyid
 
+    def sign_bytes(self, payload_type: str, payload: bytes) -> str:
+        """A bare base64 signature over DSSE's PAE of (payload_type, payload)."""
+        return base64.b64encode(self._key.sign(pae(payload_type, payload))).decode()
+
     def sign(self, statement: dict[str, Any]) -> dict[str, Any]:
         payload = canonical_json(statement)
         sig = self._key.sign(pae(PAYLOAD_TYPE, payload))
@@ -86,13 +93,21 @@ class RecordVerifier:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
 
+    def check_bytes(self, payload_type: str, payload: bytes, sig: str) -> bool:
+        try:
+            self._pub.verify(base64.b64decode(sig, validate=True), pae(payload_type, payload))
+        except (InvalidSignature, ValueError, TypeError):
+            return False
+        return True
+
     def open(self, envelope: dict[str, Any]) -> dict[str, Any]:
         """Return the statement inside ``envelope`` if a signature by this key verifies."""
         try:
             if envelope["payloadType"] != PAYLOAD_TYPE:
                 raise BadSignature(f"unexpected payload type {envelope['payloadType']!r}")
             payload = base64.b64decode(envelope["payload"], validate=True)
-            sigs = [s for s in envelope["signatures"] if s.get("keyid") == self.keyid]
+            sigs = [s for s in envelope["signatures"]
+                    if isinstance(s, dict) and s.get("keyid") == self.keyid]
             if not sigs:
                 raise BadSignature("no signature by the run's key")
             self._pub.verify(
@@ -101,7 +116,7 @@ class RecordVerifier:
             statement = json.loads(payload)
         except InvalidSignature as exc:
             raise BadSignature("signature does not verify") from exc
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BadSignature(f"malformed envelope: {exc}") from exc
         if not isinstance(statement, dict):
             raise BadSignature("statement is not an object")

@@ -47,9 +47,10 @@ def _segment(part: str) -> str:
             if j == -1:
                 res.append(re.escape(c))
             else:
-                body = part[i + 1 : j]
+                body = part[i + 1 : j].replace("/", "")
+                # a class, like * and ?, never matches the path separator
                 if body.startswith("!"):
-                    body = "^" + body[1:]
+                    body = "^/" + body[1:]
                 res.append(f"[{body}]")
                 i = j
         else:

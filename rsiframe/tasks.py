@@ -64,7 +64,7 @@ def load_task(path: Path) -> Task:
 
     def timeout(section: str) -> float:
         value = (doc.get(section) or {}).get("timeout_sec", 600.0)
-        if not isinstance(value, int | float) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise TaskSetError(f"[{section}] timeout_sec must be a positive number", where=where)
         return float(value)
 

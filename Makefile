@@ -1,0 +1,45 @@
+# rsiframe: two commands do everything on a fresh machine.
+#   make quickstart   set up, then run recipes/quickstart.yaml end to end (offline)
+#   make test         set up, then run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: quickstart test test-e2e bench lint setup sandbox clean
+
+quickstart: setup sandbox
+	$(BIN)/rsiframe run recipes/quickstart.yaml
+
+test: setup sandbox
+	$(BIN)/python -m pytest -q
+
+test-e2e: setup sandbox
+	$(BIN)/python -m pytest -q -m e2e
+
+bench: setup sandbox
+	$(BIN)/python bench/overhead.py
+
+lint: setup
+	$(BIN)/ruff check rsiframe operators tests bench tasks
+	$(BIN)/ruff format --check rsiframe operators tests bench
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+# bubblewrap gives evaluations a real sandbox; without it rsiframe falls back to plain
+# processes and says so in every certificate. Installed here when we may (root + apt).
+sandbox:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing bubblewrap (sandbox for evaluations)"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	else \
+		echo "note: bubblewrap (bwrap) not found; evaluations use the weaker process runner"; \
+	fi
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,248 @@
+"""Kill a run with SIGKILL at every stage boundary (and Ctrl-C), then resume it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Mini, cli, events, status_json
+
+from rsiframe.runfolder import RunLock, RunPaths
+
+TERMINAL = {"admitted", "declined", "rejected", "abandoned"}
+
+# (fault spec, what must be true of the archive after resuming)
+BOUNDARIES = [
+    ("kill:stage:select:2", None),
+    ("kill:after:candidate_proposed:2", "abandoned"),
+    ("kill:stage:rollout:1", "abandoned"),
+    ("kill:after:rollout_done:1", "abandoned"),
+    ("kill:stage:analyze:1", "abandoned"),
+    ("kill:stage:mutate:1", "abandoned"),
+    ("kill:stage:novelty:1", "abandoned"),
+    ("kill:after:candidate_mutated:2", None),
+    ("kill:after:evaluation_started:4", "retried"),
+    ("kill:stage:task:7", "retried"),
+    ("kill:after:task_finished:13", "retried"),
+    ("kill:after:evaluation_certified:5", None),
+    ("kill:stage:gate:1", None),
+    ("kill:after:candidate_gated:2", None),
+    ("kill:stage:record:2", None),
+    ("kill:after:candidate_recorded:2", None),
+    ("kill:stage:reflect:1", None),
+    ("kill:after:generation_reflected:1", None),
+    ("kill:after:generation_started:2", None),
+    ("torn:evaluation_certified:3", "torn"),
+    ("torn:candidate_gated:2", "torn"),
+    ("torn:candidate_proposed:2", "torn"),
+]
+
+
+def run_proc(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rsiframe.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **env},
+    )
+
+
+@pytest.mark.parametrize(("fault", "expect"), BOUNDARIES, ids=[b[0] for b in BOUNDARIES])
+def test_sigkill_then_resume(mini: Mini, fault: str, expect: str | None) -> None:
+    out = mini.run_dir()
+    killed = run_proc(
+        ["run", str(mini.recipe), "--out", str(out), "--quiet"], {"RSIFRAME_FAULT": fault}
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert killed.stdout.splitlines()[0] == str(out.resolve())
+    before = (out / "events.jsonl").read_bytes()
+
+    res = cli("resume", out, "--quiet")
+    assert res.exit_code == 0, res.stderr
+    after = (out / "events.jsonl").read_bytes()
+    if expect == "torn":
+        assert "dropped a torn last event" in res.stderr
+        kept = before[before.rfind(b"\n") + 1 :]
+        assert (out / "events.torn-1").read_bytes() == kept
+        assert after.startswith(before[: len(before) - len(kept)])
+    else:
+        assert after.startswith(before)  # nothing already written is lost
+
+    st = status_json(out)
+    assert st["state"] == "finished", st["reason"]
+    assert all(c["state"] in TERMINAL for c in st["candidates"]), st["candidates"]
+    report = json.loads(cli("verify", out, "--json").stdout)
+    assert report["ok"], report["problems"]
+    evs = events(out)
+    if expect == "abandoned":
+        assert any(e["type"] == "candidate_abandoned" for e in evs)
+    if expect == "retried":
+        interrupted = [e["data"] for e in evs if e["type"] == "evaluation_interrupted"]
+        assert len(interrupted) == 1
+        d = interrupted[0]
+        starts = [
+            e["data"]["attempt"]
+            for e in evs
+            if e["type"] == "evaluation_started"
+            and e["data"]["id"] == d["id"]
+            and e["data"]["split"] == d["split"]
+        ]
+        assert starts == [d["attempt"], d["attempt"] + 1]
+    sessions = [e for e in evs if e["type"] == "session_started"]
+    assert [s["data"]["resumed"] for s in sessions] == [False, True]
+
+
+def test_ctrl_c_interrupts_cleanly_and_resumes(mini: Mini) -> None:
+    out = mini.run_dir()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rsiframe.cli",
+            "run",
+            str(mini.recipe),
+            "--out",
+            str(out),
+            "--set",
+            "budget.max_generations=4",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        log = out / "events.jsonl"
+        if log.exists() and b"candidate_gated" in log.read_bytes():
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "rsiframe resume" in stderr
+    assert "Traceback" not in stderr
+    evs = events(out)
+    assert evs[-1]["type"] == "run_interrupted"
+    assert status_json(out)["state"] == "interrupted"
+    res = cli("resume", out, "--quiet")
+    assert res.exit_code == 0, res.stderr
+    assert status_json(out)["state"] == "finished"
+
+
+def test_sigterm_is_an_interrupt(mini: Mini) -> None:
+    out = mini.run_dir()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rsiframe.cli",
+            "run",
+            str(mini.recipe),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while (
+        not (out / "events.jsonl").exists()
+        or b"evaluation_started" not in (out / "events.jsonl").read_bytes()
+    ):
+        time.sleep(0.02)
+    proc.terminate()
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert events(out)[-1]["type"] == "run_interrupted"
+
+
+def test_resume_refuses_an_edited_recipe(mini: Mini) -> None:
+    out = mini.run_dir()
+    assert (
+        cli(
+            "run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1"
+        ).exit_code
+        == 0
+    )
+    before = (out / "events.jsonl").read_bytes()
+    frozen = out / "recipe.yaml"
+    frozen.write_text(frozen.read_text().replace("max_generations: 1", "max_generations: 5"))
+    res = cli("resume", out)
+    assert res.exit_code == 2
+    assert "recipe changed since the run began: budget.max_generations" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert (out / "events.jsonl").read_bytes() == before
+
+
+def test_resume_refuses_an_edited_task(mini: Mini) -> None:
+    out = mini.run_dir()
+    killed = run_proc(
+        ["run", str(mini.recipe), "--out", str(out), "--quiet"],
+        {"RSIFRAME_FAULT": "kill:after:candidate_gated:1"},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    before = (out / "events.jsonl").read_bytes()
+    (mini.tasks / "t4" / "tests" / "need.txt").write_text("0\n")
+    res = cli("resume", out)
+    assert res.exit_code == 2
+    assert "task set changed since the run began: gate/t4/tests/need.txt" in res.stderr
+    assert (out / "events.jsonl").read_bytes() == before
+
+
+def test_resume_refuses_a_changed_evaluator(mini: Mini, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rsiframe import sandbox
+
+    out = mini.run_dir()
+    killed = run_proc(
+        ["run", str(mini.recipe), "--out", str(out), "--quiet"],
+        {"RSIFRAME_FAULT": "kill:after:candidate_gated:1"},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    monkeypatch.setattr(sandbox, "bwrap_works", lambda: False)
+    res = cli("resume", out)
+    assert res.exit_code == 2
+    assert "evaluator changed since the run began: isolation" in res.stderr
+    assert "bwrap -> process" in res.stderr
+
+
+def test_resume_refuses_a_live_run(mini: Mini) -> None:
+    out = mini.run_dir()
+    assert (
+        cli(
+            "run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1"
+        ).exit_code
+        == 0
+    )
+    lock = RunLock(RunPaths(out.resolve())).acquire()
+    try:
+        res = cli("resume", out)
+        assert res.exit_code == 2
+        assert "already being driven" in res.stderr
+        assert status_json(out)["state"] == "finished"
+    finally:
+        lock.release()
+
+
+def test_resume_without_the_signing_key(mini: Mini) -> None:
+    out = mini.run_dir()
+    killed = run_proc(
+        ["run", str(mini.recipe), "--out", str(out), "--quiet"],
+        {"RSIFRAME_FAULT": "kill:after:candidate_gated:1"},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    for key in Path(os.environ["RSIFRAME_KEY_DIR"]).iterdir():
+        assert key.stat().st_mode & 0o777 == 0o600
+        key.unlink()
+    res = cli("resume", out)
+    assert res.exit_code == 2
+    assert "signing key is not on this machine" in res.stderr
+    # the run folder alone still verifies (public key only)
+    assert json.loads(cli("verify", out, "--json").stdout)["ok"]

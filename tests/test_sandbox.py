@@ -1,0 +1,350 @@
+"""rsiframe.sandbox: bubblewrap confinement and the plain process fallback, run for real."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rsiframe.errors import SandboxError
+from rsiframe.sandbox import (
+    BwrapSandbox,
+    Mount,
+    ProcessSandbox,
+    ProcResult,
+    _python_dirs,
+    base_env,
+    bwrap_works,
+    make_sandbox,
+)
+
+HAVE_BWRAP = bwrap_works()
+needs_bwrap = pytest.mark.skipif(
+    not HAVE_BWRAP, reason="platform limit: bubblewrap is not installed or cannot make namespaces"
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _sh(
+    sb: BwrapSandbox | ProcessSandbox,
+    script: str,
+    mounts: list[Mount],
+    *,
+    cwd: Mount | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 20,
+    network: bool = False,
+    output_limit: int = 1 << 20,
+) -> ProcResult:
+    return sb.run(
+        ["/bin/sh", "-c", script],
+        mounts=mounts,
+        cwd=cwd or mounts[0],
+        env=env or {},
+        timeout=timeout,
+        network=network,
+        output_limit=output_limit,
+    )
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> tuple[Mount, Path]:
+    host = tmp_path / "box"
+    host.mkdir()
+    return Mount(host, "/box", writable=True), host
+
+
+# -- bubblewrap ----------------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_bwrap_runs_and_reports_exit_status(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    res = _sh(BwrapSandbox(), "echo out; echo err >&2; exit 3", [m])
+    assert res.exit_code == 3
+    assert not res.ok and not res.timed_out
+    assert res.stdout == b"out\n"
+    assert res.stderr == b"err\n"
+    assert res.duration_s > 0
+    assert _sh(BwrapSandbox(), "pwd", [m]).stdout == b"/box\n"
+
+
+@needs_bwrap
+def test_bwrap_sees_only_its_mounts(tmp_path: Path, box: tuple[Mount, Path]) -> None:
+    m, host = box
+    (host / "inside.txt").write_text("visible")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host only")
+    script = f"""
+        for p in {REPO}/pyproject.toml {REPO}/rsiframe {REPO}/.git {tmp_path} {secret} \
+                 /root/.bashrc /root/.gitconfig /home /var /opt /srv /mnt; do
+            if [ -e "$p" ]; then echo "VISIBLE $p"; fi
+        done
+        cat /box/inside.txt; echo
+        ls -A /root
+    """
+    res = _sh(BwrapSandbox(), script, [m])
+    assert res.exit_code == 0, res.stderr
+    out = res.stdout.decode()
+    assert "VISIBLE" not in out, out
+    assert "visible" in out
+    # /root holds nothing but the path down to the Python installation (when it lives there)
+    listed = set(out.split("visible", 1)[1].split())
+    needed = {
+        Path(d).relative_to("/root").parts[0] for d in _python_dirs() if d.startswith("/root/")
+    }
+    assert listed == needed
+
+
+@needs_bwrap
+def test_bwrap_has_python_and_a_fresh_tmp(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    marker = Path("/tmp") / f"rsiframe-test-marker-{os.getpid()}"
+    marker.write_text("host tmp")
+    try:
+        res = _sh(
+            BwrapSandbox(),
+            f'python3 -c "import sys; print(sys.version_info[:2])"; ls -A /tmp; '
+            f"test -e {marker} && echo LEAK; echo ok > /tmp/x && cat /tmp/x",
+            [m],
+        )
+    finally:
+        marker.unlink()
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.decode().split("\n")
+    assert lines[0] == str(tuple(sys.version_info[:2]))
+    assert "LEAK" not in res.stdout.decode()
+    assert lines[1] == "ok"  # /tmp was empty, then writable
+
+
+@needs_bwrap
+def test_bwrap_read_only_and_writable_mounts(tmp_path: Path) -> None:
+    ro_host = tmp_path / "ro"
+    rw_host = tmp_path / "rw"
+    ro_host.mkdir()
+    rw_host.mkdir()
+    (ro_host / "data.txt").write_text("original")
+    ro = Mount(ro_host, "/ro")
+    rw = Mount(rw_host, "/rw", writable=True)
+    res = _sh(
+        BwrapSandbox(),
+        "echo changed > /ro/data.txt && echo RO-WRITE-OK; "
+        "touch /ro/new 2>/dev/null && echo RO-CREATE-OK; "
+        "rm -f /ro/data.txt 2>/dev/null; "
+        "echo made > /rw/out.txt && echo RW-OK; "
+        "touch /usr/rsiframe-probe 2>/dev/null && echo USR-WRITE-OK; "
+        "touch /etc/rsiframe-probe 2>/dev/null && echo ETC-WRITE-OK; true",
+        [ro, rw],
+        cwd=rw,
+    )
+    out = res.stdout.decode()
+    assert "RO-WRITE-OK" not in out
+    assert "RO-CREATE-OK" not in out
+    assert "USR-WRITE-OK" not in out and "ETC-WRITE-OK" not in out
+    assert "RW-OK" in out
+    assert (ro_host / "data.txt").read_text() == "original"
+    assert not (ro_host / "new").exists()
+    assert (rw_host / "out.txt").read_text() == "made\n"
+    assert not Path("/usr/rsiframe-probe").exists()
+
+
+@needs_bwrap
+def test_bwrap_has_no_network(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    res = _sh(BwrapSandbox(), "cat /proc/net/dev", [m])
+    assert res.exit_code == 0, res.stderr
+    interfaces = {
+        line.split(":")[0].strip() for line in res.stdout.decode().splitlines()[2:] if ":" in line
+    }
+    assert interfaces == {"lo"}
+    probe = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+        "s.settimeout(3)\n"
+        "try:\n"
+        "    s.connect(('1.1.1.1', 53))\n"
+        "    print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('FAILED', e.errno)\n"
+    )
+    res = BwrapSandbox().run([sys.executable, "-c", probe], mounts=[m], cwd=m, env={}, timeout=20)
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.startswith(b"FAILED"), res.stdout
+
+
+@needs_bwrap
+def test_bwrap_network_flag_shares_the_host_network(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    host_ifaces = {
+        line.split(":")[0].strip()
+        for line in Path("/proc/net/dev").read_text().splitlines()[2:]
+        if ":" in line
+    }
+    res = _sh(BwrapSandbox(), "cat /proc/net/dev", [m], network=True)
+    inside = {
+        line.split(":")[0].strip() for line in res.stdout.decode().splitlines()[2:] if ":" in line
+    }
+    assert inside == host_ifaces
+
+
+@needs_bwrap
+def test_bwrap_env_is_rebuilt(box: tuple[Mount, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    m, _ = box
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2")
+    res = _sh(BwrapSandbox(), "env", [m], env={"GIVEN": "yes"})
+    env = dict(line.split("=", 1) for line in res.stdout.decode().splitlines() if "=" in line)
+    assert "SECRET_TOKEN" not in env
+    assert b"hunter2" not in res.stdout
+    assert env["GIVEN"] == "yes"
+    expected = base_env()
+    for key, value in expected.items():
+        assert env[key] == value
+    assert set(env) <= {*expected, "GIVEN", "PWD", "SHLVL", "_", "OLDPWD"}
+
+
+@needs_bwrap
+def test_bwrap_timeout_kills_the_whole_tree(box: tuple[Mount, Path]) -> None:
+    m, host = box
+    script = (
+        "(sleep 0.6; echo late > /box/late.txt) & "
+        "setsid sh -c 'sleep 0.6; echo late > /box/escaped.txt' & "
+        "echo started; sleep 30"
+    )
+    start = time.monotonic()
+    res = _sh(BwrapSandbox(), script, [m], timeout=0.3)
+    assert time.monotonic() - start < 10
+    assert res.timed_out
+    assert res.exit_code is None
+    assert not res.ok
+    assert res.stdout == b"started\n"
+    time.sleep(0.8)
+    assert not (host / "late.txt").exists()
+    assert not (host / "escaped.txt").exists()
+
+
+@needs_bwrap
+def test_bwrap_background_process_dies_with_the_command(box: tuple[Mount, Path]) -> None:
+    m, host = box
+    res = _sh(BwrapSandbox(), "(sleep 0.5; echo late > /box/late.txt) & exit 0", [m])
+    assert res.ok
+    time.sleep(1.0)
+    assert not (host / "late.txt").exists()
+
+
+@needs_bwrap
+def test_bwrap_output_limit(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    res = _sh(
+        BwrapSandbox(),
+        "head -c 5000 /dev/zero | tr '\\0' a; head -c 100 /dev/zero | tr '\\0' b >&2",
+        [m],
+        output_limit=1024,
+    )
+    assert res.exit_code == 0
+    assert res.stdout == b"a" * 1024
+    assert res.stderr == b"b" * 100
+    assert res.truncated
+    small = _sh(BwrapSandbox(), "printf 1234", [m], output_limit=1024)
+    assert small.stdout == b"1234" and not small.truncated
+
+
+@needs_bwrap
+def test_bwrap_command_shape(box: tuple[Mount, Path]) -> None:
+    m, host = box
+    ro = Mount(Path("/x"), "/y")
+    cmd = BwrapSandbox("bwrap").command(
+        ["echo", "hi"], mounts=[m, ro], cwd=m, env={"A": "1"}, network=False
+    )
+    assert cmd[0] == "bwrap"
+    assert "--unshare-all" in cmd and "--share-net" not in cmd
+    assert "--clearenv" in cmd
+    assert cmd[-3:] == ["--", "echo", "hi"]
+    i = cmd.index(str(host))
+    assert cmd[i - 1 : i + 2] == ["--bind", str(host), "/box"]
+    j = cmd.index("/x")
+    assert cmd[j - 1 : j + 2] == ["--ro-bind", "/x", "/y"]
+    assert "--share-net" in BwrapSandbox().command(
+        ["true"], mounts=[m], cwd=m, env={}, network=True
+    )
+
+
+def test_missing_binary_is_a_sandbox_error(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    with pytest.raises(SandboxError, match="cannot start"):
+        _sh(BwrapSandbox("/nonexistent/bwrap"), "true", [m])
+    with pytest.raises(SandboxError, match="cannot start"):
+        ProcessSandbox().run(["/nonexistent/prog"], mounts=[m], cwd=m, env={}, timeout=5)
+
+
+# -- the process fallback ------------------------------------------------------------------
+
+
+def test_process_runs_with_cwd_and_env(
+    box: tuple[Mount, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m, host = box
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2")
+    sb = ProcessSandbox()
+    assert sb.view(m) == str(host)
+    script = 'pwd; echo "$GIVEN"; echo "$HOME"; echo "${SECRET_TOKEN:-unset}"'
+    res = _sh(sb, script, [m], env={"GIVEN": "yes"})
+    assert res.exit_code == 0
+    assert res.stdout.decode().splitlines() == [str(host), "yes", "/tmp", "unset"]
+
+
+def test_process_timeout_kills_its_process_group(box: tuple[Mount, Path]) -> None:
+    m, host = box
+    late = host / "late.txt"
+    start = time.monotonic()
+    res = _sh(
+        ProcessSandbox(),
+        f"(sleep 0.6; echo late > {late}) & echo started; sleep 30",
+        [m],
+        timeout=0.3,
+    )
+    assert time.monotonic() - start < 10
+    assert res.timed_out and res.exit_code is None
+    assert res.stdout == b"started\n"
+    time.sleep(0.8)
+    assert not late.exists()
+
+
+def test_process_output_limit(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    res = _sh(ProcessSandbox(), "head -c 3000 /dev/zero | tr '\\0' z >&2", [m], output_limit=2000)
+    assert res.stderr == b"z" * 2000
+    assert res.stdout == b""
+    assert res.truncated
+
+
+# -- choosing a sandbox --------------------------------------------------------------------
+
+
+def test_make_sandbox_kinds() -> None:
+    assert isinstance(make_sandbox("process"), ProcessSandbox)
+    with pytest.raises(SandboxError, match="unknown sandbox kind 'nope'"):
+        make_sandbox("nope")
+
+
+@needs_bwrap
+def test_make_sandbox_auto_picks_bwrap_here() -> None:
+    assert shutil.which("bwrap")
+    sb = make_sandbox("auto")
+    assert isinstance(sb, BwrapSandbox)
+    assert sb.isolation == "bwrap"
+    assert isinstance(make_sandbox("bwrap"), BwrapSandbox)
+    assert ProcessSandbox.isolation == "process"
+
+
+def test_auto_falls_back_to_process_without_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rsiframe.sandbox as sandbox_mod
+
+    monkeypatch.setattr(sandbox_mod, "bwrap_works", lambda: False)
+    assert isinstance(sandbox_mod.make_sandbox("auto"), ProcessSandbox)
+    with pytest.raises(SandboxError, match="bubblewrap was requested"):
+        sandbox_mod.make_sandbox("bwrap")
