@@ -111,6 +111,11 @@ def _move(knob: KnobSpec, current: Any, rng: random.Random, max_steps: int) -> A
     return value
 
 
+def _show(value: Any) -> str:
+    """Values as the YAML/JSON file spells them (true, not True)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 class Knobs(MutateOperator):
     """Perturbs 1..max_changes knobs of a declared space (no model, no network)."""
 
@@ -151,5 +156,5 @@ class Knobs(MutateOperator):
             moves.append({"file": knob.file, "key": knob.key, "from": current, "to": new})
         for name, data in files.items():
             _dump(ctx.workdir / name, data)
-        text = "; ".join(f"{m['key']}: {m['from']} -> {m['to']}" for m in moves)
+        text = "; ".join(f"{m['key']}: {_show(m['from'])} -> {_show(m['to'])}" for m in moves)
         return Mutation(description=text, details={"moves": moves})

@@ -84,7 +84,7 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
 
     err = _stderr()
     budget = engine.recipe.budget
-    progress = RichProgress(err, budget.max_generations, engine.recipe.children_per_generation)
+    progress = RichProgress(err, budget.max_generations, budget.max_candidates)
     if not quiet:
         engine.progress = progress
     interrupted = False
@@ -97,6 +97,11 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     except RunFailure as exc:
         failure = str(exc)
         engine.archive.append("run_finished", {"state": "failed", "reason": failure})
+    except Exception as exc:  # a bug: leave the run resumable, then show the traceback
+        engine.archive.append(
+            "run_finished", {"state": "failed", "reason": f"internal error: {exc!r}"}
+        )
+        raise
     finally:
         engine.close()
     report = status_of(load_run(engine.paths.root))
@@ -224,13 +229,25 @@ def recipe() -> None:
 @recipe.command("check")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_check(file: Path, sets: tuple[str, ...]) -> None:
+def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
     """Validate FILE: schema, operators and their configs, seed, tasks and surface."""
     from rsiframe.preflight import plan
 
     info = plan(file, list(sets))
-    click.echo(f"{file}: ok ({info})")
+    if as_json:
+        _print_json(
+            {
+                "ok": True,
+                "digest": info.resolved.digest,
+                "split": info.split,
+                "seed_files": len(info.seed.entries),
+                "operators": {slot: spec.operator for slot, spec in _slots(info)},
+            }
+        )
+    else:
+        click.echo(f"{file}: ok ({info})")
 
 
 @recipe.command("show")
@@ -325,6 +342,11 @@ def operators_describe(name: str, as_json: bool) -> None:
         default = "(required)" if f["required"] else json.dumps(f["default"], default=str)
         table.add_row(f["name"], f["type"], default, f["description"])
     out.print(table)
+
+
+def _slots(info: Any) -> list[tuple[str, Any]]:
+    slots = info.resolved.recipe.slots
+    return [(slot, slots.get(slot)) for slot in info.resolved.operators]
 
 
 def _type_name(annotation: Any) -> str:

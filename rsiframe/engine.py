@@ -222,8 +222,9 @@ class Engine:
         paths.pubkey.write_bytes(signer.public.pem())
         repo = CandidateRepo.create(paths.repo)
         seed_tree = repo.store(seed_snap)
-        seed_commit = repo.commit(seed_tree, None, "c0000: seed", f"{CANDIDATE_REFS}/c0000",
-                                  entries=seed_snap.entries)
+        seed_commit = repo.commit(
+            seed_tree, None, "c0000: seed", f"{CANDIDATE_REFS}/c0000", entries=seed_snap.entries
+        )
 
         state = RunState(verifier=signer.public)
         archive = Archive(paths.root, None, sign=_event_signer(signer))
@@ -402,8 +403,9 @@ class Engine:
             refusal = self.budget.refuse_generation(st)
             if refusal is not None:
                 limit = self.recipe.budget.max_generations
-                done = limit is not None and g >= limit
-                return self._finish("finished" if done else "budget_exhausted", refusal)
+                if limit is not None and g >= limit:
+                    return self._finish("finished", f"completed {g} generation(s)")
+                return self._finish("budget_exhausted", refusal)
             self._append("generation_started", {"generation": g + 1})
             return None
         refusal = self.budget.refuse_candidate(st)
@@ -583,7 +585,10 @@ class Engine:
                 self._reject(cid, "novelty", [check.reason], snap, parent, mutation)
                 return
         commit = self.repo.commit(
-            tree, parent.commit, f"{cid}: {mutation.description}", f"{CANDIDATE_REFS}/{cid}",
+            tree,
+            parent.commit,
+            f"{cid}: {mutation.description}",
+            f"{CANDIDATE_REFS}/{cid}",
             entries=snap.entries,
         )
         details = self.archive.put_json(mutation.model_dump(mode="json"))
@@ -670,7 +675,12 @@ class Engine:
     # -- evaluation (framework-owned) ----------------------------------------------
 
     def _run_tasks(
-        self, cid: str, split: str, candidate_dir: Path, task_ids: list[str]
+        self,
+        cid: str,
+        split: str,
+        candidate_dir: Path,
+        task_ids: list[str],
+        on_task: Callable[[TaskRun], None] | None = None,
     ) -> EvaluationOutput:
         tasks = [self.taskset.tasks[t] for t in task_ids]
         done = 0
@@ -679,6 +689,8 @@ class Engine:
         def on_done(run: TaskRun) -> None:
             nonlocal done
             done += 1
+            if on_task is not None:
+                on_task(run)
             self.progress.tasks(cid, split, done, len(tasks))
 
         out = self.evaluator.run(candidate_dir, tasks, self.archive.put, on_done)
@@ -702,21 +714,23 @@ class Engine:
             assert c.commit is not None and c.tree is not None
             dest = self._clean_export(c)
             ids = self.task_lock.split[split]
-            out = self._run_tasks(c.id, split, dest, ids)
-            for tid in ids:
-                run = out.runs[tid]
+
+            def evidence(run: TaskRun) -> None:
+                # as each task ends, so an interrupted attempt keeps what it produced
                 self._append(
                     "task_finished",
                     {
                         "id": c.id,
                         "split": split,
                         "attempt": attempt,
-                        "task": tid,
+                        "task": run.task_id,
                         "reward": run.reward,
                         "error": run.error,
                         "trajectory": run.trajectory_digest,
                     },
                 )
+
+            out = self._run_tasks(c.id, split, dest, ids, on_task=evidence)
             rewards = {t: out.runs[t].reward for t in ids}
             predicate = EvaluationPredicate(
                 run_id=self.state.run_id,

@@ -82,11 +82,17 @@ def check(parent: FlatTree, snap: Snapshot, surface: Surface) -> GuardrailReport
         if ch.new is not None and ch.new.mode == MODE_GITLINK:
             violations.append(Violation(ch.path, ch.kind, "gitlinks (submodules) are not allowed"))
     # every symlink of the new tree, since changing one link can redirect another
-    links = {p: snap.content(p).decode(errors="replace")
-             for p, e in snap.entries.items() if e.mode == MODE_LINK}
+    links = {
+        p: snap.content(p).decode(errors="replace")
+        for p, e in snap.entries.items()
+        if e.mode == MODE_LINK
+    }
     kinds = {ch.path: ch.kind for ch in changes}
     for path, target in sorted(links.items()):
         if symlink_escapes(path, target, links):
-            violations.append(Violation(path, kinds.get(path, "unchanged"),
-                                        f"symlink points outside the tree: {target}"))
+            violations.append(
+                Violation(
+                    path, kinds.get(path, "unchanged"), f"symlink points outside the tree: {target}"
+                )
+            )
     return GuardrailReport(changes=changes, violations=violations)

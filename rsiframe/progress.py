@@ -20,10 +20,11 @@ from rsiframe.state import RunState
 class RichProgress(ProgressSink):
     """One live line on stderr, plus a printed line per finished candidate."""
 
-    def __init__(self, console: Console, generations: int | None, per_generation: int) -> None:
+    def __init__(self, console: Console, generations: int | None, candidates: int | None) -> None:
         self.console = console
         self.generations = generations
-        self.per_generation = per_generation
+        self.max_candidates = candidates
+        self.children = 0
         self.bar = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -48,7 +49,8 @@ class RichProgress(ProgressSink):
 
     def _refresh(self) -> None:
         total = f"/{self.generations}" if self.generations is not None else ""
-        text = f"gen {self.generation}{total} · {self.cid or '—'} · {self.stage_name}"
+        count = f" ({self.children}/{self.max_candidates})" if self.max_candidates else ""
+        text = f"gen {self.generation}{total} · {self.cid or '—'}{count} · {self.stage_name}"
         if self.best:
             text += f" · best gate {self.best}"
         self.bar.update(self.task, description=text)
@@ -59,6 +61,8 @@ class RichProgress(ProgressSink):
             self.generation = d["generation"]
         elif ev.type == "candidate_proposed":
             self.cid = d["id"]
+        if ev.type == "candidate_proposed" or ev.type == "session_started":
+            self.children = state.children()
         elif ev.type in ("candidate_gated", "candidate_rejected", "candidate_abandoned"):
             self._line(state, d["id"])
         elif ev.type == "evaluation_failed":

@@ -194,6 +194,7 @@ def print_summary(report: StatusReport, console: Console) -> None:
     )
     if report.reason:
         console.print(f"stopped: {report.reason}")
+    console.print(f"details: rsiframe status {report.path}")
     for note in report.notes:
         console.print(f"note: {note}")
 

@@ -106,8 +106,11 @@ class RecordVerifier:
             if envelope["payloadType"] != PAYLOAD_TYPE:
                 raise BadSignature(f"unexpected payload type {envelope['payloadType']!r}")
             payload = base64.b64decode(envelope["payload"], validate=True)
-            sigs = [s for s in envelope["signatures"]
-                    if isinstance(s, dict) and s.get("keyid") == self.keyid]
+            sigs = [
+                s
+                for s in envelope["signatures"]
+                if isinstance(s, dict) and s.get("keyid") == self.keyid
+            ]
             if not sigs:
                 raise BadSignature("no signature by the run's key")
             self._pub.verify(
