@@ -69,7 +69,7 @@ from rsiframe.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.runfolder import RunLock, RunPaths
 from rsiframe.runview import StateView, as_view
 from rsiframe.signing import EVENT_TYPE, Signer, create_signer, load_signer
-from rsiframe.state import Candidate, RunState, fold
+from rsiframe.state import Candidate, RunState
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, TaskLock, TaskSet
 
@@ -279,7 +279,6 @@ class Engine:
             repo = CandidateRepo(paths.repo)
             last = loaded.events[-1] if loaded.events else None
             archive = Archive(paths.root, last, sign=_event_signer(signer))
-            st = fold(loaded.events, signer.public)  # state owned by this engine
         except BaseException:
             lock.release()
             raise

@@ -167,7 +167,36 @@ def _read_capped(f, limit: int) -> tuple[bytes, bool]:  # type: ignore[no-untype
     return f.read(limit), size > limit
 
 
-class ProcessSandbox:
+class _Runner:
+    """What both sandboxes share: build a command line, then run it with limits."""
+
+    isolation = ""
+
+    def view(self, mount: Mount) -> str:
+        raise NotImplementedError
+
+    def prepare(
+        self, argv: list[str], mounts: list[Mount], cwd: Mount, env: dict[str, str], network: bool
+    ) -> tuple[list[str], str, dict[str, str]]:
+        """(command line, host working directory, host environment) for ``argv``."""
+        raise NotImplementedError
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        mounts: list[Mount],
+        cwd: Mount,
+        env: dict[str, str],
+        timeout: float,
+        network: bool = False,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> ProcResult:
+        cmd, host_cwd, host_env = self.prepare(argv, mounts, cwd, env, network)
+        return _execute(cmd, host_cwd, host_env, timeout, output_limit)
+
+
+class ProcessSandbox(_Runner):
     """Fallback: a plain child process in its own process group. Paths are host paths."""
 
     isolation = "process"
@@ -175,21 +204,13 @@ class ProcessSandbox:
     def view(self, mount: Mount) -> str:
         return str(mount.host)
 
-    def run(
-        self,
-        argv,
-        *,
-        mounts,
-        cwd,
-        env,
-        timeout,
-        network=False,  # type: ignore[no-untyped-def]
-        output_limit=DEFAULT_OUTPUT_LIMIT,
-    ) -> ProcResult:
-        return _execute(argv, str(cwd.host), {**base_env(), **env}, timeout, output_limit)
+    def prepare(
+        self, argv: list[str], mounts: list[Mount], cwd: Mount, env: dict[str, str], network: bool
+    ) -> tuple[list[str], str, dict[str, str]]:
+        return list(argv), str(cwd.host), {**base_env(), **env}
 
 
-class BwrapSandbox:
+class BwrapSandbox(_Runner):
     """bubblewrap: fresh namespaces, read-only system, only the given mounts writable."""
 
     isolation = "bwrap"
@@ -199,6 +220,15 @@ class BwrapSandbox:
 
     def view(self, mount: Mount) -> str:
         return mount.inside
+
+    def prepare(
+        self, argv: list[str], mounts: list[Mount], cwd: Mount, env: dict[str, str], network: bool
+    ) -> tuple[list[str], str, dict[str, str]]:
+        return (
+            self.command(argv, mounts=mounts, cwd=cwd, env=env, network=network),
+            "/",
+            {**os.environ},
+        )
 
     def command(
         self,
@@ -228,20 +258,6 @@ class BwrapSandbox:
         for k, v in {**base_env(), **env}.items():
             args += ["--setenv", k, v]
         return [*args, "--", *argv]
-
-    def run(
-        self,
-        argv,
-        *,
-        mounts,
-        cwd,
-        env,
-        timeout,
-        network=False,  # type: ignore[no-untyped-def]
-        output_limit=DEFAULT_OUTPUT_LIMIT,
-    ) -> ProcResult:
-        cmd = self.command(argv, mounts=mounts, cwd=cwd, env=env, network=network)
-        return _execute(cmd, "/", os.environ.copy(), timeout, output_limit)
 
 
 @functools.cache

@@ -99,30 +99,30 @@ def test_sigkill_then_resume(mini: Mini, fault: str, expect: str | None) -> None
     assert [s["data"]["resumed"] for s in sessions] == [False, True]
 
 
-def test_ctrl_c_interrupts_cleanly_and_resumes(mini: Mini) -> None:
+def start_run(mini: Mini, *extra: str) -> tuple[subprocess.Popen[str], Path]:
     out = mini.run_dir()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rsiframe.cli",
-            "run",
-            str(mini.recipe),
-            "--out",
-            str(out),
-            "--set",
-            "budget.max_generations=4",
-        ],
+        [sys.executable, "-m", "rsiframe.cli", "run", str(mini.recipe), "--out", str(out), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
+    return proc, out
+
+
+def wait_for(out: Path, marker: bytes, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    log = out / "events.jsonl"
     while time.monotonic() < deadline:
-        log = out / "events.jsonl"
-        if log.exists() and b"candidate_gated" in log.read_bytes():
-            break
+        if log.exists() and marker in log.read_bytes():
+            return
         time.sleep(0.02)
+    raise AssertionError(f"{marker!r} never appeared in {log}")
+
+
+def test_ctrl_c_interrupts_cleanly_and_resumes(mini: Mini) -> None:
+    proc, out = start_run(mini, "--set", "budget.max_generations=4")
+    wait_for(out, b"candidate_gated")
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -137,27 +137,8 @@ def test_ctrl_c_interrupts_cleanly_and_resumes(mini: Mini) -> None:
 
 
 def test_sigterm_is_an_interrupt(mini: Mini) -> None:
-    out = mini.run_dir()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rsiframe.cli",
-            "run",
-            str(mini.recipe),
-            "--out",
-            str(out),
-            "--quiet",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    while (
-        not (out / "events.jsonl").exists()
-        or b"evaluation_started" not in (out / "events.jsonl").read_bytes()
-    ):
-        time.sleep(0.02)
+    proc, out = start_run(mini, "--quiet")
+    wait_for(out, b"evaluation_started")
     proc.terminate()
     proc.communicate(timeout=60)
     assert proc.returncode == 130
