@@ -184,8 +184,39 @@ def summary_table(report: StatusReport) -> Table:
     return table
 
 
+BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float | None], width: int = 100) -> str:
+    """Scores in [0, 1] as block characters (a blank where there is no score)."""
+    out = []
+    for v in values[-width:]:
+        if v is None:
+            out.append(" ")
+        else:
+            out.append(BLOCKS[min(len(BLOCKS) - 1, max(0, round(v * (len(BLOCKS) - 1))))])
+    return "".join(out)
+
+
+def score_lines(report: StatusReport) -> list[str]:
+    """Gate score per candidate, and the best admitted score so far, as sparklines."""
+    gates = [c.scores.gate for c in report.candidates]
+    best: list[float | None] = []
+    top: float | None = None
+    for c in report.candidates:
+        if c.state == "admitted" and c.scores.gate is not None:
+            top = c.scores.gate if top is None else max(top, c.scores.gate)
+        best.append(top)
+    if not any(g is not None for g in gates):
+        return []
+    return [f"gate per candidate  |{sparkline(gates)}|",
+            f"best admitted gate  |{sparkline(best)}|"]
+
+
 def print_summary(report: StatusReport, console: Console) -> None:
     console.print(summary_table(report))
+    for line in score_lines(report):
+        console.print(line, highlight=False)
     counts = ", ".join(f"{n} {s}" for s, n in report.counts.items() if n)
     used = report.budget["used"]
     console.print(

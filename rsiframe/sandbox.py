@@ -242,6 +242,8 @@ class BwrapSandbox(_Runner):
         args = [self.binary, "--unshare-all", "--die-with-parent", "--new-session"]
         if network:
             args.append("--share-net")
+        # the fresh /tmp first, so a Python installed under /tmp is bound on top of it
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             host = f"/{top}"
             if os.path.islink(host):
@@ -251,7 +253,6 @@ class BwrapSandbox(_Runner):
         args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
         for d in _python_dirs():
             args += ["--ro-bind", d, d]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for m in mounts:
             args += ["--bind" if m.writable else "--ro-bind", str(m.host), m.inside]
         args += ["--chdir", cwd.inside, "--clearenv"]

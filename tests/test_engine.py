@@ -299,3 +299,36 @@ def test_replayed_certificate_is_rejected(mini: Mini) -> None:
     problems = json.loads(cli("verify", out, "--json").stdout)["problems"]
     assert any("bound to candidate c0000" in p for p in problems)
     assert any("not signed by the run's key" in p for p in problems)
+
+
+def test_a_select_that_breaks_the_rules_fails_the_run_resumably(tmp_path: Path) -> None:
+    mini = make_mini(tmp_path / "p", generations=1, children=1)
+    (mini.root / "bad.py").write_text(
+        "from rsiframe.api import SelectOperator, Selection\n"
+        "class Bad(SelectOperator):\n"
+        "    name = 'bad'\n"
+        "    def select(self, ctx):\n"
+        "        return Selection(parent='c9999')\n"
+    )
+    out = mini.run_dir()
+    res = cli(
+        "run",
+        mini.recipe,
+        "--out",
+        out,
+        "--quiet",
+        "--set",
+        f"slots.select.operator={mini.root}/bad.py:Bad",
+    )
+    assert res.exit_code == 1
+    assert "run failed: select operator chose 'c9999'" in res.stderr
+    st = status_json(out)
+    assert st["state"] == "failed"
+    assert st["candidates"][0]["state"] == "admitted"  # the seed's work is kept
+
+
+def test_summary_sparklines() -> None:
+    from rsiframe.report import sparkline
+
+    assert sparkline([0.0, 0.5, 1.0, None]) == "▁▅█ "
+    assert sparkline([1.0] * 150, width=10) == "█" * 10
