@@ -33,6 +33,7 @@ from rsiframe.digest import canonical_json, sha256_bytes
 from rsiframe.errors import ArchiveCorrupt
 
 GENESIS = "0" * 64
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EVENTS = "events.jsonl"
 
 
@@ -150,19 +151,31 @@ class Archive:
         """Append one event durably and return it.
 
         Ctrl-C and SIGTERM are held back until the event and the in-memory state
-        agree, so an interrupt can never leave half an append behind.
+        agree, so an interrupt can never leave half an append behind. (Masking the
+        signal is not enough: the kernel would hand it to another thread, and Python
+        would still raise in this one; so the handlers are swapped instead.)
         """
-        held = {signal.SIGINT, signal.SIGTERM}
-        on_main = threading.current_thread() is threading.main_thread()
-        if on_main:
-            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        if threading.current_thread() is not threading.main_thread():
+            return self._append_and_notify(type_, data)
+        pending: list[int] = []
+
+        def hold(signum: int, frame: object) -> None:
+            pending.append(signum)
+
+        previous = {sig: signal.signal(sig, hold) for sig in HELD_SIGNALS}
         try:
-            ev = self._append(type_, data)
-            for listener in self.listeners:
-                listener(ev)
+            ev = self._append_and_notify(type_, data)
         finally:
-            if on_main:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if pending:
+                signal.raise_signal(pending[0])
+        return ev
+
+    def _append_and_notify(self, type_: str, data: dict[str, Any]) -> Event:
+        ev = self._append(type_, data)
+        for listener in self.listeners:
+            listener(ev)
         faults.reached("after:" + type_)
         return ev
 

@@ -209,8 +209,7 @@ def score_lines(report: StatusReport) -> list[str]:
         best.append(top)
     if not any(g is not None for g in gates):
         return []
-    return [f"gate per candidate  |{sparkline(gates)}|",
-            f"best admitted gate  |{sparkline(best)}|"]
+    return [f"gate per candidate  |{sparkline(gates)}|", f"best admitted gate  |{sparkline(best)}|"]
 
 
 def print_summary(report: StatusReport, console: Console) -> None:
