@@ -78,7 +78,7 @@ def main() -> None:
 
 def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     from rsiframe.engine import RunFailure
-    from rsiframe.loader import load_run
+    from rsiframe.loader import LoadedRun
     from rsiframe.progress import RichProgress
     from rsiframe.report import print_summary, status_of
 
@@ -104,7 +104,8 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         raise
     finally:
         engine.close()
-    report = status_of(load_run(engine.paths.root))
+    # the engine's own state is the fold of everything it read and wrote: no re-read
+    report = status_of(LoadedRun(engine.paths, engine.state.verifier, [], engine.state, b""))
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:
