@@ -22,7 +22,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from rsiframe.errors import SandboxError
 
@@ -48,26 +47,6 @@ class ProcResult:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
-
-
-class Sandbox(Protocol):
-    isolation: str
-
-    def view(self, mount: Mount) -> str:
-        """The path under which the process sees ``mount``."""
-        ...
-
-    def run(
-        self,
-        argv: list[str],
-        *,
-        mounts: list[Mount],
-        cwd: Mount,
-        env: dict[str, str],
-        timeout: float,
-        network: bool = False,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
-    ) -> ProcResult: ...
 
 
 def _python_dirs() -> list[str]:
@@ -167,8 +146,9 @@ def _read_capped(f, limit: int) -> tuple[bytes, bool]:  # type: ignore[no-untype
     return f.read(limit), size > limit
 
 
-class _Runner:
-    """What both sandboxes share: build a command line, then run it with limits."""
+class Sandbox:
+    """Runs a command confined to mounts; subclasses say how (``prepare``) and what paths
+    the process sees (``view``)."""
 
     isolation = ""
 
@@ -196,7 +176,7 @@ class _Runner:
         return _execute(cmd, host_cwd, host_env, timeout, output_limit)
 
 
-class ProcessSandbox(_Runner):
+class ProcessSandbox(Sandbox):
     """Fallback: a plain child process in its own process group. Paths are host paths."""
 
     isolation = "process"
@@ -210,7 +190,7 @@ class ProcessSandbox(_Runner):
         return list(argv), str(cwd.host), {**base_env(), **env}
 
 
-class BwrapSandbox(_Runner):
+class BwrapSandbox(Sandbox):
     """bubblewrap: fresh namespaces, read-only system, only the given mounts writable."""
 
     isolation = "bwrap"

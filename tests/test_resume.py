@@ -99,6 +99,24 @@ def test_sigkill_then_resume(mini: Mini, fault: str, expect: str | None) -> None
     assert [s["data"]["resumed"] for s in sessions] == [False, True]
 
 
+def killed_midway(mini: Mini) -> Path:
+    """A run SIGKILLed right after its first gate decision."""
+    out = mini.run_dir()
+    killed = run_proc(
+        ["run", str(mini.recipe), "--out", str(out), "--quiet"],
+        {"RSIFRAME_FAULT": "kill:after:candidate_gated:1"},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    return out
+
+
+def finished_run(mini: Mini) -> Path:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1")
+    assert res.exit_code == 0, res.stderr
+    return out
+
+
 def start_run(mini: Mini, *extra: str) -> tuple[subprocess.Popen[str], Path]:
     out = mini.run_dir()
     proc = subprocess.Popen(
@@ -165,13 +183,7 @@ def test_sigterm_is_an_interrupt(mini: Mini) -> None:
 
 
 def test_resume_refuses_an_edited_recipe(mini: Mini) -> None:
-    out = mini.run_dir()
-    assert (
-        cli(
-            "run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1"
-        ).exit_code
-        == 0
-    )
+    out = finished_run(mini)
     before = (out / "events.jsonl").read_bytes()
     frozen = out / "recipe.yaml"
     frozen.write_text(frozen.read_text().replace("max_generations: 1", "max_generations: 5"))
@@ -183,12 +195,7 @@ def test_resume_refuses_an_edited_recipe(mini: Mini) -> None:
 
 
 def test_resume_refuses_an_edited_task(mini: Mini) -> None:
-    out = mini.run_dir()
-    killed = run_proc(
-        ["run", str(mini.recipe), "--out", str(out), "--quiet"],
-        {"RSIFRAME_FAULT": "kill:after:candidate_gated:1"},
-    )
-    assert killed.returncode == -signal.SIGKILL
+    out = killed_midway(mini)
     before = (out / "events.jsonl").read_bytes()
     (mini.tasks / "t4" / "tests" / "need.txt").write_text("0\n")
     res = cli("resume", out)
@@ -200,12 +207,7 @@ def test_resume_refuses_an_edited_task(mini: Mini) -> None:
 def test_resume_refuses_a_changed_evaluator(mini: Mini, monkeypatch: pytest.MonkeyPatch) -> None:
     from rsiframe import sandbox
 
-    out = mini.run_dir()
-    killed = run_proc(
-        ["run", str(mini.recipe), "--out", str(out), "--quiet"],
-        {"RSIFRAME_FAULT": "kill:after:candidate_gated:1"},
-    )
-    assert killed.returncode == -signal.SIGKILL
+    out = killed_midway(mini)
     monkeypatch.setattr(sandbox, "bwrap_works", lambda: False)
     res = cli("resume", out)
     assert res.exit_code == 2
@@ -214,13 +216,7 @@ def test_resume_refuses_a_changed_evaluator(mini: Mini, monkeypatch: pytest.Monk
 
 
 def test_resume_refuses_a_live_run(mini: Mini) -> None:
-    out = mini.run_dir()
-    assert (
-        cli(
-            "run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1"
-        ).exit_code
-        == 0
-    )
+    out = finished_run(mini)
     lock = RunLock(RunPaths(out.resolve())).acquire()
     try:
         res = cli("resume", out)
@@ -232,12 +228,7 @@ def test_resume_refuses_a_live_run(mini: Mini) -> None:
 
 
 def test_resume_without_the_signing_key(mini: Mini) -> None:
-    out = mini.run_dir()
-    killed = run_proc(
-        ["run", str(mini.recipe), "--out", str(out), "--quiet"],
-        {"RSIFRAME_FAULT": "kill:after:candidate_gated:1"},
-    )
-    assert killed.returncode == -signal.SIGKILL
+    out = killed_midway(mini)
     for key in Path(os.environ["RSIFRAME_KEY_DIR"]).iterdir():
         assert key.stat().st_mode & 0o777 == 0o600
         key.unlink()
