@@ -256,11 +256,7 @@ class Engine:
         lock = RunLock(paths).acquire()
         try:
             loaded = load_run(paths.root)
-            notes = list(loaded.notes)
             st = loaded.state
-            if loaded.torn:
-                msg = Archive.repair_torn(paths.root, loaded.torn)
-                notes = [msg] if msg else []
             if st.problems:
                 raise ArchiveCorrupt(f"archive: {st.problems[0]}", where=str(paths.root))
             resolved = _check_recipe(paths, st)
@@ -277,6 +273,11 @@ class Engine:
             _check_evaluator(paths, evaluator, st)
             signer = load_signer(st.run_id, st.verifier.keyid)
             repo = CandidateRepo(paths.repo)
+            # only once every check passed is the archive touched: a refusal changes nothing
+            notes = []
+            if loaded.torn:
+                msg = Archive.repair_torn(paths.root, loaded.torn)
+                notes = [msg] if msg else []
             last = loaded.events[-1] if loaded.events else None
             archive = Archive(paths.root, last, sign=_event_signer(signer))
         except BaseException:
@@ -345,6 +346,9 @@ class Engine:
 
     def drive(self) -> str:
         """Run until finished, exhausted or failed; returns the run state."""
+        if not self.needs_work():  # an ended run is left exactly as it is
+            assert self.state.terminal is not None
+            return str(self.state.terminal["state"])
         if self.resumed:
             self.resumed = False
             self._append("session_started", {"resumed": True, "retry_failed": self.retry_failed})

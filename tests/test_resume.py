@@ -215,6 +215,15 @@ def test_resume_refuses_a_changed_evaluator(mini: Mini, monkeypatch: pytest.Monk
     assert "bwrap -> process" in res.stderr
 
 
+def test_resuming_an_ended_run_changes_nothing(mini: Mini) -> None:
+    out = finished_run(mini)
+    before = (out / "events.jsonl").read_bytes()
+    res = cli("resume", out, "--quiet")
+    assert res.exit_code == 0
+    assert "nothing to resume" in res.stderr
+    assert (out / "events.jsonl").read_bytes() == before
+
+
 def test_resume_refuses_a_live_run(mini: Mini) -> None:
     out = finished_run(mini)
     lock = RunLock(RunPaths(out.resolve())).acquire()
