@@ -132,7 +132,12 @@ class Knobs(MutateOperator):
                 raise ValueError(f"{self.config.space}: not a valid knob space: {exc}") from exc
         if not knobs:
             raise ValueError("the knob space is empty")
-        return knobs
+        # knobs outside the surface would only be refused by the guardrail: skip them, so
+        # an ablation that narrows the surface spends its children on allowed changes
+        allowed = [k for k in knobs if ctx.may_change(k.file)]
+        if not allowed:
+            raise ValueError("no knob of the space lies inside the recipe's surface")
+        return allowed
 
     def mutate(self, ctx: MutateContext) -> Mutation:
         knobs = self.space(ctx)

@@ -1,19 +1,16 @@
-"""validate ``command``: run a check in the mutated work folder before committing."""
+"""validate ``command``: run a check in the mutated work folder (sandboxed) before committing."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-from rsiframe.operators.shell import run_command, tail
+from pydantic import Field
 
 from rsiframe.api import Check, ValidateContext, ValidateOperator
+from rsiframe.operators.shell import SandboxOptions, failure, run_command, tail
 
 
-class CommandConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CommandConfig(SandboxOptions):
     command: str | list[str] = Field(description="shell string or argv list; exit 0 passes")
     timeout_s: float = Field(300.0, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-    pass_env: list[str] = Field(default_factory=list)
 
 
 class Command(ValidateOperator):
@@ -21,18 +18,10 @@ class Command(ValidateOperator):
 
     name = "command"
     Config = CommandConfig
+    config: CommandConfig
 
     def validate(self, ctx: ValidateContext) -> Check:
-        res = run_command(
-            self.config.command,
-            ctx.workdir,
-            env={**self.config.env, "RSI_WORKDIR": str(ctx.workdir)},
-            pass_env=self.config.pass_env,
-            timeout=self.config.timeout_s,
-        )
-        if res.timed_out:
-            return Check(
-                ok=False, reason=f"timed out after {self.config.timeout_s:g}s", output=tail(res)
-            )
-        ok = res.exit_code == 0
-        return Check(ok=ok, reason="" if ok else f"exited with {res.exit_code}", output=tail(res))
+        cfg = self.config
+        res, use = run_command(cfg.command, ctx.workdir, options=cfg, env={}, timeout=cfg.timeout_s)
+        why = failure(res, cfg.timeout_s, cfg)
+        return Check(ok=why is None, reason=why or "", output=tail(res), sandbox=use)

@@ -32,7 +32,57 @@ OPTIONAL_SLOTS = ("analyze", "validate", "novelty", "reflect")
 
 
 class InformationFlowError(Exception):
-    """An operator asked for something its slot may not see (sealed scores, gate detail)."""
+    """An operator asked for something its slot may not see (sealed scores, gate detail).
+
+    The engine also records every such attempt as a signed
+    ``information_flow_violation`` event, shown by ``rsiframe status``.
+    """
+
+
+# -- information flow ----------------------------------------------------------------
+
+#: Everything an operator can ask its :class:`RunView` for, as ``kind`` or ``kind:split``.
+READS = (
+    "candidates",  # candidates, candidate, admitted, lineage, trees
+    "files",  # read_file: committed trees of candidates
+    "lessons",
+    "scores:train",
+    "scores:gate",
+    "scores:sealed",
+    "rewards:train",
+    "rewards:gate",
+    "rewards:sealed",
+    "trajectories:train",
+    "trajectories:gate",
+    "trajectories:sealed",
+    "artifacts",  # train evidence, rollouts, analyses, lessons: never gate or sealed evidence
+)
+_COMMON = frozenset(
+    {
+        "candidates",
+        "files",
+        "lessons",
+        "scores:train",
+        "scores:gate",
+        "rewards:train",
+        "trajectories:train",
+        "artifacts",
+    }
+)
+#: What each slot may read. Train trajectories and per-task train rewards, gate
+#: aggregate scores; per-task gate rewards only with the recipe's
+#: ``information: {gate_detail: true}`` (:data:`GATE_DETAIL`); sealed results never.
+INFORMATION: dict[str, frozenset[str]] = dict.fromkeys(SLOTS, _COMMON)
+#: what ``information.gate_detail: true`` adds for every slot
+GATE_DETAIL = frozenset({"rewards:gate"})
+
+
+def may_read(slot: str | None, what: str, *, gate_detail: bool = False) -> bool:
+    """Whether ``slot`` (None: the engine's own view for tests) may read ``what``."""
+    if what.endswith(":sealed"):
+        return False
+    allowed = INFORMATION.get(slot or "", _COMMON)
+    return what in allowed or (gate_detail and what in GATE_DETAIL)
 
 
 # -- results -------------------------------------------------------------------------
@@ -66,10 +116,22 @@ class Analysis(Result):
     details: dict[str, Any] = {}
 
 
+class SandboxUse(Result):
+    """How an operator's command or code was confined (recorded in the mutation event)."""
+
+    isolation: str  # bwrap | process
+    requested: str  # bwrap | auto | process
+    network: list[str] = []  # allow-listed endpoints; empty: no network
+    memory_mb: int | None = None
+    timeout_s: float | None = None
+    passed_env: list[str] = []  # host variables passed in by name (values never recorded)
+
+
 class Mutation(Result):
     description: str
     details: dict[str, Any] = {}
     usage: Usage = Usage()
+    sandbox: SandboxUse | None = None
 
 
 class Check(Result):
@@ -78,6 +140,7 @@ class Check(Result):
     ok: bool
     reason: str = ""
     output: str = ""
+    sandbox: SandboxUse | None = None
 
 
 class GateDecision(Result):
@@ -131,11 +194,13 @@ class RunView(Protocol):
         """Verified per-task rewards; train only unless the recipe opens gate detail."""
         ...
 
-    def trajectories(self, cid: str) -> list[dict[str, Any]]:
-        """Certified train trajectories (summaries with artifact refs)."""
+    def trajectories(self, cid: str, split: str = "train") -> list[dict[str, Any]]:
+        """Certified train trajectories (summaries with artifact refs); other splits raise."""
         ...
 
-    def artifact(self, digest: str) -> bytes: ...
+    def artifact(self, digest: str) -> bytes:
+        """An artifact reachable from what the view shows (train evidence, rollouts, lessons)."""
+        ...
 
     def read_file(self, cid: str, path: str) -> bytes:
         """A file from the candidate's committed tree."""
@@ -182,6 +247,12 @@ class MutateContext(Context):
     lessons: str
     surface_include: tuple[str, ...]
     surface_exclude: tuple[str, ...]
+
+    def may_change(self, path: str) -> bool:
+        """True when the surface allows changing ``path`` (the guardrail's own rule)."""
+        from rsiframe.surface import Surface  # staged beside this file for candidate operators
+
+        return Surface(self.surface_include, self.surface_exclude).allows(path)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""Finding operators: entry points (built-ins too), ``module:Class`` or ``file.py:Class``."""
+"""Finding operators: entry points (built-ins too), ``module:Class`` or ``file.py:Class``.
+
+``candidate:PATH:Class`` names an *untrusted* operator whose code lives in the
+candidate's own tree; it never loads here but resolves to a host-side proxy
+that runs the code out of process (:mod:`rsiframe.untrusted`).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from pathlib import Path
 from rsiframe.api import SLOT_BASES, SLOTS, Operator
 from rsiframe.digest import sha256_bytes
 from rsiframe.errors import OperatorNotFound
+from rsiframe.untrusted import PREFIX as CANDIDATE_PREFIX
+from rsiframe.untrusted import operator_class as untrusted_class
 
 GROUP = "rsiframe.operators"
 
@@ -72,6 +79,8 @@ def _load_ref(ref: str, base_dir: Path | None) -> type:
 
 def resolve(slot: str, ref: str, base_dir: Path | None = None) -> type[Operator]:
     """The operator class for ``ref`` in ``slot``; errors suggest close names."""
+    if ref.startswith(CANDIDATE_PREFIX):
+        return untrusted_class(slot, ref)
     if ":" in ref:
         cls = _load_ref(ref, base_dir)
     else:

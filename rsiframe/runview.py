@@ -1,17 +1,31 @@
-"""The read-only :class:`~rsiframe.api.RunView` operators get: no writes, no sealed results."""
+"""The read-only :class:`~rsiframe.api.RunView` operators get: no writes, no sealed results.
+
+What a slot may read is the table :data:`rsiframe.api.INFORMATION` (plus
+per-task gate rewards when the recipe sets ``information.gate_detail``). The
+engine runs each operator call inside :meth:`StateView.calling`, which
+attributes reads to its slot, operator and candidate; every read is checked against the table,
+and a read beyond it raises :class:`~rsiframe.api.InformationFlowError` after
+reporting the attempt to ``on_violation`` (the engine appends a signed
+``information_flow_violation`` event), so an operator that swallows the error
+is still on record.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rsiframe.api import CandidateView, InformationFlowError
+from rsiframe.api import CandidateView, InformationFlowError, may_read
 from rsiframe.archive import get_artifact
 from rsiframe.candidates import CandidateRepo
 from rsiframe.state import Candidate, RunState
 
 OPERATOR_SPLITS = ("train", "gate")
+
+Violation = dict[str, Any]
 
 
 def as_view(c: Candidate) -> CandidateView:
@@ -29,16 +43,72 @@ def as_view(c: Candidate) -> CandidateView:
 class StateView:
     """A window onto :class:`RunState` that enforces what operators may see."""
 
-    def __init__(self, state: RunState, repo: CandidateRepo, run_dir: Path) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        repo: CandidateRepo,
+        run_dir: Path,
+        *,
+        gate_detail: bool = False,
+        on_violation: Callable[[Violation], None] | None = None,
+        slot: str | None = None,
+        operator: str | None = None,
+        candidate: str | None = None,
+    ) -> None:
         self._state = state
         self._repo = repo
         self._run_dir = run_dir
+        self.gate_detail = gate_detail
+        self._on_violation = on_violation
+        self.slot = slot
+        self.operator = operator
+        self.candidate_id = candidate
+        self._visible: tuple[tuple[int, int, int], set[str]] | None = None
+
+    @contextlib.contextmanager
+    def calling(self, slot: str, operator: str, candidate: str) -> Iterator[StateView]:
+        """Attribute reads during one operator call to its slot, operator and candidate."""
+        saved = (self.slot, self.operator, self.candidate_id)
+        self.slot, self.operator, self.candidate_id = slot, operator, candidate
+        try:
+            yield self
+        finally:
+            self.slot, self.operator, self.candidate_id = saved
+
+    # -- enforcement ----------------------------------------------------------------
+
+    def may(self, what: str) -> bool:
+        return may_read(self.slot, what, gate_detail=self.gate_detail)
+
+    def record_violation(self, what: str, detail: str) -> None:
+        """Report an attempt to read ``what`` beyond this slot's view."""
+        if self._on_violation is not None:
+            self._on_violation(
+                {
+                    "slot": self.slot,
+                    "operator": self.operator,
+                    "candidate": self.candidate_id,
+                    "asked": what,
+                    "detail": detail,
+                }
+            )
+
+    def _deny(self, what: str, detail: str) -> InformationFlowError:
+        self.record_violation(what, detail)
+        who = f"the {self.slot} operator" if self.slot else "operators"
+        return InformationFlowError(f"{who} may not read {detail}")
+
+    def _check(self, what: str, detail: str) -> None:
+        if not self.may(what):
+            raise self._deny(what, detail)
 
     def _get(self, cid: str) -> Candidate:
         try:
             return self._state.candidates[cid]
         except KeyError:
             raise KeyError(f"no candidate {cid!r}") from None
+
+    # -- the RunView protocol -------------------------------------------------------
 
     @property
     def lessons(self) -> str:
@@ -63,18 +133,20 @@ class StateView:
         return out
 
     def score(self, cid: str, split: str) -> float | None:
-        if split not in OPERATOR_SPLITS:
-            raise InformationFlowError(f"operators may not read {split} scores")
+        self._check(f"scores:{split}", f"{split} scores (of {cid})")
         return self._get(cid).score(split)
 
     def rewards(self, cid: str, split: str = "train") -> dict[str, float] | None:
-        if split != "train":
-            raise InformationFlowError(f"operators may not read per-task {split} rewards")
-        rec = self._get(cid).record("train")
+        detail = f"per-task {split} rewards (of {cid})"
+        if split == "gate" and not self.may("rewards:gate"):
+            detail += "; the recipe's information.gate_detail opens them"
+        self._check(f"rewards:{split}", detail)
+        rec = self._get(cid).record(split)
         return dict(rec.predicate.rewards) if rec else None
 
-    def trajectories(self, cid: str) -> list[dict[str, Any]]:
-        rec = self._get(cid).record("train")
+    def trajectories(self, cid: str, split: str = "train") -> list[dict[str, Any]]:
+        self._check(f"trajectories:{split}", f"{split} trajectories (of {cid})")
+        rec = self._get(cid).record(split)
         if rec is None:
             return []
         out = []
@@ -86,6 +158,11 @@ class StateView:
         return out
 
     def artifact(self, digest: str) -> bytes:
+        self._check("artifacts", "artifacts")
+        if digest not in self._visible_artifacts():
+            raise self._deny(
+                "artifact", f"artifact {digest[:16]}… (not train evidence, a rollout or lessons)"
+            )
         return get_artifact(self._run_dir, digest)
 
     def read_file(self, cid: str, path: str) -> bytes:
@@ -100,3 +177,29 @@ class StateView:
             for c in self._state.candidates.values()
             if c.tree is not None and c.rejected is None
         }
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _visible_artifacts(self) -> set[str]:
+        """Digests reachable from what operators see: train evidence, rollouts, lessons."""
+        st = self._state
+        key = (st.records, len(st.candidates), len(st.reflected))
+        if self._visible is not None and self._visible[0] == key:
+            # a new rollout or analysis does not change the counts: those are checked directly
+            extra = {d for c in st.candidates.values() for d in (c.rollout, c.analysis) if d}
+            return self._visible[1] | extra
+        out: set[str] = set(self._state.reflected.values())
+        for c in self._state.candidates.values():
+            out.update(d for d in (c.rollout, c.analysis) if d)
+            rec = c.record("train")
+            if rec is None:
+                continue
+            for digest in rec.predicate.trajectories.values():
+                out.add(digest)
+                try:
+                    traj = json.loads(get_artifact(self._run_dir, digest))
+                except Exception:  # missing evidence is verify's business, not a read right
+                    continue
+                out.update(v for v in traj.get("artifacts", {}).values() if isinstance(v, str))
+        self._visible = (key, out)
+        return out

@@ -1,11 +1,17 @@
 """Run a command confined to a few mounted folders: bubblewrap, or a plain process fallback.
 
-One interface, :class:`Sandbox`; the evaluator (and later the mutators) ask for
-mounts, a working directory, an environment built from scratch, a time limit
-and an output cap. :class:`BwrapSandbox` shows the process nothing of the host
-but the system folders, the Python installation and the given mounts, with no
-network unless asked. :class:`ProcessSandbox` is the weaker fallback used where
-bubblewrap is missing; its isolation level is recorded in every certificate.
+One interface, :class:`Sandbox`; the evaluator and the mutation operators ask
+for mounts, a working directory, an environment built from scratch, a time
+limit, an output cap and, optionally, a memory limit (``RLIMIT_AS`` set with
+``prlimit`` in the child), a hard output limit that kills the whole tree, and
+paths to hide. :class:`BwrapSandbox` shows the process nothing of the host but
+the system folders, the Python installation and the given mounts, with no
+network unless asked; its pid namespace and ``--die-with-parent`` take every
+descendant down with it, ``setsid`` escapes included. The signing-key folder is
+masked even when it lies under something mounted. :class:`ProcessSandbox` is
+the weaker fallback used where bubblewrap is missing; its isolation level is
+recorded in every certificate and mutation event. Another implementation
+(Docker) subclasses :class:`Sandbox` and fills in ``view`` and ``prepare``.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,12 +27,18 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rsiframe.errors import SandboxError
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
+#: how often a run with a hard output limit checks the size of what was written
+_WATCH_INTERVAL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,8 @@ class ProcResult:
     stdout: bytes
     stderr: bytes
     truncated: bool = False
+    #: killed because stdout or stderr grew past the hard ``output_cap``
+    output_exceeded: bool = False
 
     @property
     def ok(self) -> bool:
@@ -68,6 +83,24 @@ def base_env() -> dict[str, str]:
     }
 
 
+def key_dir() -> Path:
+    """Where signing keys live (as :mod:`rsiframe.signing` finds them); never shown inside."""
+    configured = os.environ.get("RSIFRAME_KEY_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".local" / "share" / "rsiframe" / "keys"
+
+
+def memory_prefix(memory_mb: int | None) -> list[str]:
+    """``prlimit --as=...`` in front of a command, so the limit is set in the child."""
+    if memory_mb is None:
+        return []
+    binary = shutil.which("prlimit")
+    if binary is None:
+        raise SandboxError("a memory limit needs prlimit (util-linux), which is not installed")
+    return [binary, f"--as={int(memory_mb) << 20}", "--"]
+
+
 _live: set[subprocess.Popen[bytes]] = set()
 _live_lock = threading.Lock()
 
@@ -81,7 +114,12 @@ def kill_all() -> None:
 
 
 def _execute(
-    argv: list[str], cwd: str, env: dict[str, str], timeout: float, output_limit: int
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    timeout: float,
+    output_limit: int,
+    output_cap: int | None = None,
 ) -> ProcResult:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
@@ -100,15 +138,33 @@ def _execute(
         with _live_lock:
             _live.add(proc)
         expired = threading.Event()
+        overflow = threading.Event()
+        done = threading.Event()
 
         def on_timeout() -> None:
             expired.set()
             _kill_group(proc)
 
-        # a timer rather than wait(timeout): wait() with a timeout polls with sleeps
-        timer = threading.Timer(timeout, on_timeout)
-        timer.daemon = True
-        timer.start()
+        def watch() -> None:
+            deadline = start + timeout
+            while not done.wait(_WATCH_INTERVAL_S):
+                if time.monotonic() >= deadline:
+                    on_timeout()
+                    return
+                sizes = (os.fstat(f.fileno()).st_size for f in (out, err))
+                if output_cap is not None and any(n > output_cap for n in sizes):
+                    overflow.set()
+                    _kill_group(proc)
+                    return
+
+        # without a hard output cap, a timer rather than polling: it costs nothing per run
+        watcher: threading.Timer | threading.Thread
+        if output_cap is None:
+            watcher = threading.Timer(timeout, on_timeout)
+        else:
+            watcher = threading.Thread(target=watch)
+        watcher.daemon = True
+        watcher.start()
         try:
             proc.wait()
             # whatever the command left running in its group dies with it, so nothing
@@ -118,7 +174,9 @@ def _execute(
             _kill_group(proc)
             raise
         finally:
-            timer.cancel()
+            done.set()
+            if isinstance(watcher, threading.Timer):
+                watcher.cancel()
             with _live_lock:
                 _live.discard(proc)
         duration = time.monotonic() - start
@@ -132,6 +190,7 @@ def _execute(
         stdout=stdout,
         stderr=stderr,
         truncated=t1 or t2,
+        output_exceeded=overflow.is_set(),
     )
 
 
@@ -156,7 +215,13 @@ class Sandbox:
         raise NotImplementedError
 
     def prepare(
-        self, argv: list[str], mounts: list[Mount], cwd: Mount, env: dict[str, str], network: bool
+        self,
+        argv: list[str],
+        mounts: list[Mount],
+        cwd: Mount,
+        env: dict[str, str],
+        network: bool,
+        hide: Sequence[Path] = (),
     ) -> tuple[list[str], str, dict[str, str]]:
         """(command line, host working directory, host environment) for ``argv``."""
         raise NotImplementedError
@@ -171,9 +236,19 @@ class Sandbox:
         timeout: float,
         network: bool = False,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        memory_mb: int | None = None,
+        output_cap: int | None = None,
+        hide: Sequence[Path] = (),
     ) -> ProcResult:
-        cmd, host_cwd, host_env = self.prepare(argv, mounts, cwd, env, network)
-        return _execute(cmd, host_cwd, host_env, timeout, output_limit)
+        """Run ``argv``; ``output_limit`` bytes of each stream are kept, and a stream that
+        grows past ``output_cap`` kills the tree. ``memory_mb`` caps the address space of
+        the command and each descendant. ``hide`` (and always the key folder) is masked
+        wherever a mount would show it."""
+        hidden = [key_dir(), *hide]
+        cmd, host_cwd, host_env = self.prepare(
+            [*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden
+        )
+        return _execute(cmd, host_cwd, host_env, timeout, output_limit, output_cap)
 
 
 class ProcessSandbox(Sandbox):
@@ -185,7 +260,13 @@ class ProcessSandbox(Sandbox):
         return str(mount.host)
 
     def prepare(
-        self, argv: list[str], mounts: list[Mount], cwd: Mount, env: dict[str, str], network: bool
+        self,
+        argv: list[str],
+        mounts: list[Mount],
+        cwd: Mount,
+        env: dict[str, str],
+        network: bool,
+        hide: Sequence[Path] = (),
     ) -> tuple[list[str], str, dict[str, str]]:
         return list(argv), str(cwd.host), {**base_env(), **env}
 
@@ -202,10 +283,16 @@ class BwrapSandbox(Sandbox):
         return mount.inside
 
     def prepare(
-        self, argv: list[str], mounts: list[Mount], cwd: Mount, env: dict[str, str], network: bool
+        self,
+        argv: list[str],
+        mounts: list[Mount],
+        cwd: Mount,
+        env: dict[str, str],
+        network: bool,
+        hide: Sequence[Path] = (),
     ) -> tuple[list[str], str, dict[str, str]]:
         return (
-            self.command(argv, mounts=mounts, cwd=cwd, env=env, network=network),
+            self.command(argv, mounts=mounts, cwd=cwd, env=env, network=network, hide=hide),
             "/",
             {**os.environ},
         )
@@ -218,6 +305,7 @@ class BwrapSandbox(Sandbox):
         cwd: Mount,
         env: dict[str, str],
         network: bool,
+        hide: Sequence[Path] = (),
     ) -> list[str]:
         args = [self.binary, "--unshare-all", "--die-with-parent", "--new-session"]
         if network:
@@ -235,10 +323,34 @@ class BwrapSandbox(Sandbox):
             args += ["--ro-bind", d, d]
         for m in mounts:
             args += ["--bind" if m.writable else "--ro-bind", str(m.host), m.inside]
+        args += _masks(hide, mounts)
         args += ["--chdir", cwd.inside, "--clearenv"]
         for k, v in {**base_env(), **env}.items():
             args += ["--setenv", k, v]
         return [*args, "--", *argv]
+
+
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc")
+
+
+def _masks(hide: Sequence[Path], mounts: list[Mount]) -> list[str]:
+    """bwrap arguments covering each hidden path wherever a bind would show it."""
+    roots = [(d, d) for d in (*_SYSTEM_DIRS, *_python_dirs())]
+    roots += [(os.path.realpath(m.host), m.inside) for m in mounts]
+    args: list[str] = []
+    for p in hide:
+        host = os.path.realpath(p)
+        if not os.path.exists(host):
+            continue
+        for root, inside in roots:
+            if host == root or host.startswith(root.rstrip("/") + "/"):
+                rel = os.path.relpath(host, root)
+                where = inside if rel == "." else os.path.join(inside, rel)
+                if os.path.isdir(host):
+                    args += ["--tmpfs", where]
+                else:
+                    args += ["--ro-bind", "/dev/null", where]
+    return args
 
 
 @functools.cache
@@ -257,6 +369,71 @@ def bwrap_works() -> bool:
         return False
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_ENDPOINT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")
+#: never passed into a sandbox, whatever a recipe says
+FORBIDDEN_ENV_PREFIXES = ("RSIFRAME_",)
+
+
+class NetworkSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] = Field(
+        default_factory=list,
+        description="endpoints host:port the command may reach; empty = no network "
+        "(bubblewrap cannot filter by host: non-empty turns the whole network on)",
+    )
+
+    @field_validator("allow")
+    @classmethod
+    def _endpoints(cls, v: list[str]) -> list[str]:
+        for item in v:
+            if not _ENDPOINT.match(item):
+                raise ValueError(f"{item!r} is not host:port")
+        return v
+
+
+class SandboxOptions(BaseModel):
+    """How an operator's command or code is confined (part of operator configs).
+
+    Network is off unless ``network.allow`` names endpoints (``host:port``). Bubblewrap
+    shares the host network or none: a non-empty allow-list turns the whole network on,
+    and the endpoints are recorded with the mutation rather than enforced one by one.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    sandbox: Literal["bwrap", "auto", "process"] = Field(
+        "bwrap",
+        description="bwrap (fail if it does not work), auto (fall back to a plain process), "
+        "or process",
+    )
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    memory_mb: int | None = Field(4096, gt=0, description="address-space limit per process")
+    output_limit_bytes: int = Field(1 << 20, gt=0, description="output kept per stream")
+    output_cap_bytes: int = Field(
+        64 << 20, gt=0, description="a stream past this size kills the command"
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment")
+    pass_env: list[str] = Field(
+        default_factory=list,
+        description="host environment variables passed through by name (e.g. an API key)",
+    )
+
+    @field_validator("pass_env")
+    @classmethod
+    def _no_framework_env(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name.startswith(FORBIDDEN_ENV_PREFIXES):
+                raise ValueError(f"{name} may not be passed into a sandbox")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _no_framework_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if name.startswith(FORBIDDEN_ENV_PREFIXES):
+                raise ValueError(f"{name} may not be set inside a sandbox")
+        return v
 
 
 def make_sandbox(kind: str) -> Sandbox:

@@ -40,6 +40,7 @@ def _sh(
     timeout: float = 20,
     network: bool = False,
     output_limit: int = 1 << 20,
+    hide: list[Path] | None = None,
 ) -> ProcResult:
     return sb.run(
         ["/bin/sh", "-c", script],
@@ -49,6 +50,7 @@ def _sh(
         timeout=timeout,
         network=network,
         output_limit=output_limit,
+        hide=hide or [],
     )
 
 
@@ -353,3 +355,108 @@ def test_auto_falls_back_to_process_without_bwrap(monkeypatch: pytest.MonkeyPatc
     assert isinstance(sandbox_mod.make_sandbox("auto"), ProcessSandbox)
     with pytest.raises(SandboxError, match="bubblewrap was requested"):
         sandbox_mod.make_sandbox("bwrap")
+
+
+# -- limits and hiding (the mutation sandbox builds on these) -------------------------------
+
+
+@needs_bwrap
+def test_bwrap_memory_limit(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    grab = [sys.executable, "-c", "b = bytearray(800 << 20); print(len(b))"]
+    small = BwrapSandbox().run(grab, mounts=[m], cwd=m, env={}, timeout=20, memory_mb=200)
+    assert small.exit_code != 0
+    assert b"MemoryError" in small.stderr
+    roomy = BwrapSandbox().run(grab, mounts=[m], cwd=m, env={}, timeout=20, memory_mb=2000)
+    assert roomy.ok, roomy.stderr
+    # the limit holds for descendants too
+    nested = BwrapSandbox().run(
+        ["/bin/sh", "-c", f"{sys.executable} -c 'bytearray(800 << 20)' || echo child-denied"],
+        mounts=[m],
+        cwd=m,
+        env={},
+        timeout=20,
+        memory_mb=200,
+    )
+    assert b"child-denied" in nested.stdout
+
+
+def test_process_memory_limit(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    res = ProcessSandbox().run(
+        [sys.executable, "-c", "bytearray(800 << 20)"],
+        mounts=[m],
+        cwd=m,
+        env={},
+        timeout=20,
+        memory_mb=200,
+    )
+    assert res.exit_code != 0 and b"MemoryError" in res.stderr
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "process"])
+def test_output_cap_kills_a_flood(box: tuple[Mount, Path], kind: str) -> None:
+    if kind == "bwrap" and not HAVE_BWRAP:
+        pytest.skip("platform limit: bubblewrap does not work here")
+    m, _ = box
+    sb = BwrapSandbox() if kind == "bwrap" else ProcessSandbox()
+    start = time.monotonic()
+    res = sb.run(
+        ["/bin/sh", "-c", "echo begin; yes flood"],
+        mounts=[m],
+        cwd=m,
+        env={},
+        timeout=60,
+        output_limit=1000,
+        output_cap=1 << 20,
+    )
+    assert time.monotonic() - start < 30
+    assert res.output_exceeded and not res.timed_out and not res.ok
+    assert res.stdout.startswith(b"begin\nflood\n") and len(res.stdout) == 1000
+    assert res.truncated
+    calm = _sh(sb, "echo fine", [m])
+    assert calm.ok and not calm.output_exceeded
+
+
+@needs_bwrap
+def test_bwrap_daemon_that_escapes_with_setsid_dies(box: tuple[Mount, Path]) -> None:
+    m, host = box
+    # double fork + setsid: the classic daemon, detached from the command's session and group
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(0.6)\n"
+        "        open('/box/daemon.txt', 'w').write('alive')\n"
+        "    os._exit(0)\n"
+    )
+    res = BwrapSandbox().run([sys.executable, "-c", daemon], mounts=[m], cwd=m, env={}, timeout=20)
+    assert res.ok, res.stderr
+    time.sleep(1.2)
+    assert not (host / "daemon.txt").exists()
+
+
+@needs_bwrap
+def test_bwrap_hides_the_key_folder_even_under_a_mount(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared"
+    keys = shared / "keys"
+    keys.mkdir(parents=True)
+    (keys / "run.key").write_text("PRIVATE")
+    (shared / "other.txt").write_text("fine")
+    secret = shared / "secret.txt"
+    secret.write_text("also private")
+    monkeypatch.setenv("RSIFRAME_KEY_DIR", str(keys))
+    m = Mount(shared, "/shared")
+    res = _sh(
+        BwrapSandbox(),
+        "cat /shared/other.txt; ls -A /shared/keys; cat /shared/keys/run.key; "
+        "cat /shared/secret.txt; true",
+        [m],
+        hide=[secret],
+    )
+    assert res.stdout == b"fine"
+    assert b"PRIVATE" not in res.stdout and b"also private" not in res.stdout
+    assert (keys / "run.key").read_text() == "PRIVATE"  # masked, not touched
