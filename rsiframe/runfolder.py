@@ -86,11 +86,14 @@ class RunPaths:
 
     def read_json(self, path: Path) -> Any:
         try:
-            return json.loads(path.read_text())
+            value = json.loads(path.read_text())
         except FileNotFoundError as exc:
             raise RunFolderError(f"{path.name} is missing", where=str(self.root)) from exc
-        except ValueError as exc:
+        except ValueError as exc:  # UnicodeDecodeError too
             raise RunFolderError(f"{path.name} is not valid JSON", where=str(self.root)) from exc
+        if not isinstance(value, dict):
+            raise RunFolderError(f"{path.name} is not a JSON object", where=str(self.root))
+        return value
 
 
 class RunLock:

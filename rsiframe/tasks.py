@@ -37,6 +37,16 @@ class Task:
     verifier_env: dict[str, str] = field(default_factory=dict)
 
 
+def _table(doc: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    """``[name]`` of a task.toml: a table, or empty when absent."""
+    value = doc.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TaskSetError(f"task.toml: {name} must be a table", where=where)
+    return value
+
+
 def _phase_network(doc: dict[str, Any], phase: str) -> bool:
     section = doc.get(phase, {}) or {}
     env = doc.get("environment", {}) or {}
@@ -56,9 +66,18 @@ def load_task(path: Path) -> Task:
         raise TaskSetError(f"task.toml is not valid TOML: {exc}", where=where) from exc
     except OSError as exc:
         raise TaskSetError(f"cannot read task.toml: {exc.strerror}", where=where) from exc
+    except UnicodeDecodeError as exc:
+        raise TaskSetError("task.toml is not UTF-8 text", where=where) from exc
+    for name in ("agent", "verifier", "environment"):
+        if not isinstance(_table(doc, name, where).get("env") or {}, dict):
+            raise TaskSetError(f"task.toml: [{name}] env must be a table", where=where)
     instruction = path / "instruction.md"
     if not instruction.is_file():
         raise TaskSetError("task has no instruction.md", where=where)
+    try:
+        text = instruction.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskSetError(f"cannot read instruction.md: {exc}", where=where) from exc
     if not (path / "tests" / "test.sh").is_file():
         raise TaskSetError("task has no verifier (tests/test.sh is missing)", where=where)
 
@@ -74,7 +93,7 @@ def load_task(path: Path) -> Task:
     return Task(
         id=path.name,
         path=path,
-        instruction=instruction.read_text(),
+        instruction=text,
         agent_timeout=timeout("agent"),
         verifier_timeout=timeout("verifier"),
         agent_network=_phase_network(doc, "agent"),
@@ -224,11 +243,15 @@ class TaskLock:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TaskLock:
-        lock = cls(
-            root=data["root"],
-            split={s: list(data["split"][s]) for s in SPLITS},
-            files={t: dict(v["files"]) for t, v in data["tasks"].items()},
-        )
+        try:
+            lock = cls(
+                root=str(data["root"]),
+                split={s: [str(t) for t in data["split"][s]] for s in SPLITS},
+                files={str(t): dict(v["files"]) for t, v in data["tasks"].items()},
+            )
+            lock.fingerprint  # noqa: B018 - every task of the split has its rows
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise TaskSetChanged(f"tasks.lock.json is malformed ({exc!r})") from exc
         if lock.fingerprint != data["fingerprint"]:
             raise TaskSetChanged("task lock's fingerprint does not match its contents")
         return lock

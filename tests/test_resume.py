@@ -20,6 +20,7 @@ TERMINAL = {"admitted", "declined", "rejected", "abandoned"}
 # (fault spec, what must be true of the archive after resuming)
 BOUNDARIES = [
     ("kill:stage:select:2", None),
+    ("kill:after:candidate_proposed:1", None),  # the seed: proposed, not yet committed
     ("kill:after:candidate_proposed:2", "abandoned"),
     ("kill:stage:rollout:1", "abandoned"),
     ("kill:after:rollout_done:1", "abandoned"),
@@ -41,6 +42,7 @@ BOUNDARIES = [
     ("torn:evaluation_certified:3", "torn"),
     ("torn:candidate_gated:2", "torn"),
     ("torn:candidate_proposed:2", "torn"),
+    ("torn:candidate_mutated:1", "torn"),  # the seed's commit event torn
 ]
 
 

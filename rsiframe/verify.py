@@ -1,0 +1,489 @@
+"""``rsiframe verify``: check a run folder with nothing but the folder and its public key.
+
+Each check has a name and reports on its own, so a third party can see what
+was established and what was not:
+
+``pubkey``        pubkey.pem is an Ed25519 key, the one ``run_started`` names (and the one
+                  given with ``--key``, obtained out of band, when given)
+``chain``         every event parses, sequence numbers run 0..n, each links to the hash of
+                  the one before (a torn last line is a crash, reported as a note)
+``signatures``    every event is signed by the run's key
+``state``         the events fold into a run state (known types, well-formed data)
+``certificates``  every certificate verifies and binds this run, candidate commit and tree,
+                  parent, recipe, evaluator and task set
+``locks``         recipe.lock.json hashes to the run's recipe digest and matches
+                  recipe.yaml; tasks.lock.json hashes to the run's task-set fingerprint;
+                  evaluator.lock.json names the run's evaluator and the recipe's config
+``commits``       each candidate's commit is in repo.git with its recorded tree, its git
+                  parent is its parent candidate's commit, and its ref points at it
+``admitted``      every admitted candidate has a verified record for each required split,
+                  and every child descends from an admitted candidate
+``evidence``      every trajectory and log a certificate names exists, unaltered
+``reproduce``     (``--reproduce``) the champion, re-evaluated from a fresh export in a fresh
+                  sandbox, gets the rewards its certificates state
+
+Nothing here writes into the run folder, and no private key is needed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel
+
+from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
+from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
+from rsiframe.digest import sha256_json
+from rsiframe.engine import evaluator_parts, make_evaluator, run_tasks
+from rsiframe.errors import ArchiveCorrupt, RsiError, RunFolderError
+from rsiframe.runfolder import RunPaths
+from rsiframe.signing import EVENT_TYPE, BadSignature, RecordVerifier
+from rsiframe.state import Candidate, RunState, fold
+from rsiframe.tasks import SPLITS, TaskLock, TaskSet
+
+CHECKS = (
+    "pubkey",
+    "chain",
+    "signatures",
+    "state",
+    "certificates",
+    "locks",
+    "commits",
+    "admitted",
+    "evidence",
+)
+
+
+class Check(BaseModel):
+    name: str
+    status: Literal["ok", "failed", "skipped"]
+    detail: str
+    problems: list[str] = []
+
+
+class TaskDeviation(BaseModel):
+    split: str
+    task: str
+    recorded: float
+    reproduced: float
+    error: str | None = None
+
+
+class Reproduction(BaseModel):
+    candidate: str | None
+    splits: list[str]
+    tasks: int
+    tolerance: float
+    max_deviation: float
+    deviations: list[TaskDeviation]
+    isolation: str | None
+    notes: list[str]
+
+
+class VerifyReport(BaseModel):
+    ok: bool
+    path: str
+    run_id: str
+    keyid: str
+    events: int
+    records: int
+    checks: list[Check]
+    problems: list[str]
+    notes: list[str]
+    reproduce: Reproduction | None = None
+
+
+class _Checks:
+    def __init__(self) -> None:
+        self.items: list[Check] = []
+
+    def add(self, name: str, detail: str, problems: list[str]) -> bool:
+        self.items.append(
+            Check(
+                name=name, status="failed" if problems else "ok", detail=detail, problems=problems
+            )
+        )
+        return not problems
+
+    def skip(self, names: tuple[str, ...], why: str) -> None:
+        done = {c.name for c in self.items}
+        for n in names:
+            if n not in done:
+                self.items.append(Check(name=n, status="skipped", detail=why))
+
+
+def verify(
+    root: Path,
+    *,
+    reproduce: bool = False,
+    tolerance: float = 0.0,
+    tasks_root: Path | None = None,
+    expected_key: bytes | None = None,
+    candidate: str | None = None,
+) -> VerifyReport:
+    """Run every check on the run folder ``root``; ``reproduce`` adds the re-evaluation."""
+    paths = RunPaths(Path(root).resolve()).check()
+    checks = _Checks()
+    notes: list[str] = []
+    names = (*CHECKS, "reproduce") if reproduce else CHECKS
+    report = VerifyReport(
+        ok=False,
+        path=str(paths.root),
+        run_id="",
+        keyid="",
+        events=0,
+        records=0,
+        checks=[],
+        problems=[],
+        notes=notes,
+    )
+
+    def done() -> VerifyReport:
+        checks.skip(names, "an earlier check failed")
+        report.checks = checks.items
+        report.problems = [p for c in checks.items for p in c.problems]
+        report.ok = all(c.status == "ok" for c in checks.items)
+        return report
+
+    # pubkey (its match with run_started is checked once the chain is read)
+    try:
+        verifier = RecordVerifier.from_pem(paths.pubkey.read_bytes())
+    except (BadSignature, ValueError, OSError) as exc:
+        checks.add("pubkey", "pubkey.pem", [f"pubkey.pem is not an Ed25519 public key: {exc}"])
+        return done()
+    report.keyid = verifier.keyid
+
+    # chain
+    try:
+        loaded = read_events(paths.root)
+        events = loaded.events
+        if not events or events[0].type != "run_started":
+            raise ArchiveCorrupt("the archive does not begin with run_started")
+    except ArchiveCorrupt as exc:
+        checks.add("pubkey", f"keyid {verifier.keyid[:16]}", [])
+        checks.add("chain", "events.jsonl", [str(exc)])
+        return done()
+    report.events = len(events)
+    if loaded.torn:
+        notes.append(f"the last event is torn ({len(loaded.torn)} bytes): a crash mid-append")
+
+    key_problems = []
+    if events[0].data.get("keyid") != verifier.keyid:
+        key_problems.append("run_started names a different key than pubkey.pem")
+    if expected_key is not None:
+        try:
+            expected = RecordVerifier.from_pem(expected_key).keyid
+        except (BadSignature, ValueError) as exc:
+            raise RunFolderError(f"--key is not an Ed25519 public key: {exc}") from exc
+        if expected != verifier.keyid:
+            key_problems.append("pubkey.pem is not the key given with --key")
+    detail = f"keyid {verifier.keyid[:16]}" + (" (matches --key)" if expected_key else "")
+    checks.add("pubkey", detail, key_problems)
+    checks.add("chain", f"{len(events)} events, each linked to the one before", [])
+
+    unsigned = [
+        f"event {ev.seq} ({ev.type}) is not signed by the run's key"
+        for ev in events
+        if not (ev.sig and verifier.check_bytes(EVENT_TYPE, ev.signed_bytes(), ev.sig))
+    ]
+    checks.add("signatures", f"{len(events)} event signatures", unsigned)
+
+    try:
+        st = fold(events, verifier)
+    except ArchiveCorrupt as exc:
+        checks.add("state", "fold of the events", [str(exc)])
+        return done()
+    report.run_id, report.records = st.run_id, st.records
+    cert_problems = [p for p in st.problems if "certificate" in p]
+    other = [p for p in st.problems if p not in cert_problems and "different key" not in p]
+    checks.add("state", f"{len(st.candidates)} candidates", other)
+    checks.add("certificates", f"{st.records} certificates verified and bound", cert_problems)
+    checks.add("locks", "recipe, task and evaluator locks", _lock_problems(paths, st))
+    checks.add("commits", "candidate commits, trees, parents and refs", _commit_problems(paths, st))
+    checks.add("admitted", f"{len(st.admitted())} admitted candidates", _admitted_problems(st))
+    checks.add("evidence", "trajectories and logs named by certificates", _evidence(paths, st))
+    if reproduce:
+        rep, problems = reproduce_champion(
+            paths, st, tolerance=tolerance, tasks_root=tasks_root, candidate=candidate
+        )
+        report.reproduce = rep
+        detail = (
+            f"{rep.candidate}: {rep.tasks} tasks on {', '.join(rep.splits)}, "
+            f"max deviation {rep.max_deviation:g} (tolerance {tolerance:g})"
+            if rep.candidate
+            else "nothing to reproduce"
+        )
+        checks.add("reproduce", detail, problems)
+    return done()
+
+
+# -- the checks -----------------------------------------------------------------------
+
+
+def _lock_problems(paths: RunPaths, st: RunState) -> list[str]:
+    problems: list[str] = []
+    try:
+        lock = paths.read_json(paths.recipe_lock)
+        resolved = lock.get("resolved") if isinstance(lock, dict) else None
+        if not isinstance(resolved, dict):
+            problems.append("recipe.lock.json has no resolved recipe")
+        else:
+            if sha256_json(resolved) != lock.get("digest"):
+                problems.append("recipe.lock.json does not hash to its digest")
+            if lock.get("digest") != st.recipe_digest:
+                problems.append("recipe.lock.json digest differs from the run's recipe digest")
+            try:
+                frozen = yaml.safe_load(paths.recipe.read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                frozen = None
+                problems.append(f"recipe.yaml is unreadable: {type(exc).__name__}")
+            if frozen is not None and frozen != resolved:
+                problems.append("recipe.yaml differs from recipe.lock.json")
+            evaluator = paths.read_json(paths.evaluator_lock)
+            spec = resolved.get("evaluator", {})
+            if not isinstance(evaluator, dict):
+                problems.append("evaluator.lock.json is not an object")
+            else:
+                if evaluator.get("fingerprint") != st.evaluator_fingerprint:
+                    problems.append("evaluator.lock.json differs from the run's fingerprint")
+                if (evaluator.get("engine"), evaluator.get("config")) != (
+                    spec.get("engine"),
+                    spec.get("config"),
+                ):
+                    problems.append("evaluator.lock.json differs from the recipe's evaluator")
+                if evaluator.get("isolation") != st.isolation:
+                    problems.append("evaluator.lock.json isolation differs from the run's")
+    except RsiError as exc:
+        problems.append(exc.message)
+    try:
+        task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
+        if task_lock.fingerprint != st.taskset_fingerprint:
+            problems.append("tasks.lock.json differs from the run's task-set fingerprint")
+    except RsiError as exc:
+        problems.append(exc.message)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        problems.append(f"tasks.lock.json is malformed: {exc!r}")
+    return problems
+
+
+def _with_repo(paths: RunPaths, fn: Callable[[CandidateRepo], list[str]]) -> list[str]:
+    try:
+        repo = CandidateRepo(paths.repo)
+    except RunFolderError as exc:
+        return [f"repo.git: {exc.message}"]
+    try:
+        return fn(repo)
+    finally:
+        repo.close()
+
+
+def _commit_problems(paths: RunPaths, st: RunState) -> list[str]:
+    def check(repo: CandidateRepo) -> list[str]:
+        problems = []
+        if not repo.has_commit(st.seed_commit) or repo.tree_of(st.seed_commit) != st.seed_tree:
+            problems.append("the seed commit named by run_started is missing or altered")
+        for c in st.candidates.values():
+            if c.commit is None:
+                continue
+            short = c.commit[:12]
+            if not repo.has_commit(c.commit):
+                problems.append(f"{c.id}: commit {short} is missing from repo.git")
+                continue
+            if repo.tree_of(c.commit) != c.tree:
+                problems.append(f"{c.id}: commit {short} does not have the recorded tree")
+            parents = repo.parents_of(c.commit)
+            if parents != ([c.parent_commit] if c.parent_commit else []):
+                problems.append(f"{c.id}: commit {short} does not descend from its parent")
+            parent = st.candidates.get(c.parent) if c.parent else None
+            if parent is not None and parent.commit != c.parent_commit:
+                problems.append(f"{c.id}: parent commit differs from {parent.id}'s commit")
+            ref = paths.repo / CANDIDATE_REFS / c.id
+            try:
+                target = ref.read_text().strip()
+            except OSError:
+                target = _packed_ref(paths.repo, f"{CANDIDATE_REFS}/{c.id}")
+            if target != c.commit:
+                problems.append(f"{c.id}: {CANDIDATE_REFS}/{c.id} does not point at {short}")
+        return problems
+
+    return _with_repo(paths, check)
+
+
+def _packed_ref(repo: Path, name: str) -> str | None:
+    try:
+        for line in (repo / "packed-refs").read_text().splitlines():
+            sha, _, ref = line.partition(" ")
+            if ref == name:
+                return sha
+    except OSError:
+        pass
+    return None
+
+
+def _admitted_problems(st: RunState) -> list[str]:
+    problems = []
+    for c in st.candidates.values():
+        if c.state == "admitted":
+            missing = [s for s in c.required_splits if c.record(s) is None]
+            if missing:
+                problems.append(f"{c.id}: admitted without a verified {'/'.join(missing)} record")
+        if c.parent is not None and c.commit is not None:
+            parent = st.candidates.get(c.parent)
+            if parent is None or parent.state != "admitted":
+                problems.append(f"{c.id}: its parent {c.parent} is not an admitted candidate")
+    return problems
+
+
+def _evidence(paths: RunPaths, st: RunState) -> list[str]:
+    """Every trajectory a certificate names, and every log it names, exists unaltered."""
+    problems = []
+    for c in st.candidates.values():
+        for tries in c.attempts.values():
+            for a in tries:
+                if a.record is None:
+                    continue
+                for task, digest in a.record.predicate.trajectories.items():
+                    try:
+                        traj = get_json(paths.root, digest)
+                        for ref in traj.get("artifacts", {}).values():
+                            get_artifact(paths.root, ref)
+                    except (ArchiveCorrupt, ValueError, AttributeError) as exc:
+                        problems.append(f"{c.id}/{a.split}#{a.attempt} {task}: {exc.args[0]}")
+    return problems
+
+
+# -- reproduce ------------------------------------------------------------------------
+
+
+def reproduce_champion(
+    paths: RunPaths,
+    st: RunState,
+    *,
+    tolerance: float = 0.0,
+    tasks_root: Path | None = None,
+    candidate: str | None = None,
+) -> tuple[Reproduction, list[str]]:
+    """Re-evaluate the champion (or ``candidate``) on every split it was certified on.
+
+    The run's frozen evaluator config and task lock are used; the task files on
+    disk (at the lock's root, or ``tasks_root``) are checked against the lock
+    first. Exports, trial folders and artifacts go to a temporary folder: the run
+    folder is not written. Per-task rewards must match within ``tolerance``.
+    """
+    c: Candidate | None = st.candidates.get(candidate) if candidate else st.champion()
+    rep = Reproduction(
+        candidate=c.id if c else None,
+        splits=[],
+        tasks=0,
+        tolerance=tolerance,
+        max_deviation=0.0,
+        deviations=[],
+        isolation=None,
+        notes=[],
+    )
+    if c is None:
+        why = f"no candidate {candidate}" if candidate else "the run has no champion"
+        return rep, [f"reproduce: {why}"]
+    records = {s: r for s in SPLITS if (r := c.record(s)) is not None}
+    rep.splits = list(records)
+    if not records or c.commit is None:
+        return rep, [f"reproduce: {c.id} has no verified record"]
+    try:
+        lock = paths.read_json(paths.recipe_lock)
+        spec = lock["resolved"]["evaluator"]
+        task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
+        if task_lock.fingerprint != st.taskset_fingerprint:
+            return rep, ["reproduce: tasks.lock.json differs from the run's fingerprint"]
+        if tasks_root is not None:
+            task_lock.root = str(Path(tasks_root).resolve())
+        task_lock.check(tuple(records))
+        taskset = TaskSet.load(Path(task_lock.root))
+    except RsiError as exc:
+        return rep, [f"reproduce: {exc}"]
+    except (KeyError, TypeError) as exc:
+        return rep, [f"reproduce: recipe.lock.json has no evaluator ({exc!r})"]
+
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="rsiframe-reproduce-") as tmp:
+        scratch = Path(tmp)
+        try:
+            evaluator = make_evaluator(spec["engine"], spec["config"], scratch / "work")
+        except RsiError as exc:
+            return rep, [f"reproduce: {exc}"]
+        try:
+            rep.isolation = evaluator.isolation
+            locked = paths.read_json(paths.evaluator_lock)
+            now = evaluator_parts(evaluator)
+            if now["fingerprint"] != st.evaluator_fingerprint:
+                parts = ("engine", "config", "isolation", "framework")
+                changed = [k for k in parts if now[k] != locked.get(k)] or ["code"]
+                rep.notes.append(f"the evaluator here differs from the run's: {', '.join(changed)}")
+            repo = CandidateRepo(paths.repo)
+            try:
+                export = scratch / "export"
+                repo.export(c.commit, export)  # checked against the commit's tree
+            finally:
+                repo.close()
+            store = scratch / "artifacts"
+            store.mkdir()
+            protect = getattr(evaluator, "protect", None)
+            if protect is not None:  # builds are audited against the same gate/sealed items
+                protect({s: [taskset.tasks[t] for t in task_lock.split[s]] for s in SPLITS[1:]})
+            for split, record in records.items():
+                ids = task_lock.split[split]
+                built: list[dict] = []
+                out = run_tasks(
+                    evaluator,
+                    taskset,
+                    export,
+                    ids,
+                    lambda b: put_artifact(store, b),
+                    **({"on_built": built.append} if protect is not None else {}),
+                )
+                _compare_model(rep, split, record.predicate.model, built)
+                for t in ids:
+                    got, want = out.runs[t].reward, record.predicate.rewards.get(t)
+                    rep.tasks += 1
+                    if want is None:
+                        problems.append(f"reproduce: {c.id}/{split} {t} has no recorded reward")
+                        continue
+                    dev = abs(got - want)
+                    rep.max_deviation = max(rep.max_deviation, dev)
+                    if dev > tolerance:
+                        rep.deviations.append(
+                            TaskDeviation(
+                                split=split,
+                                task=t,
+                                recorded=want,
+                                reproduced=got,
+                                error=out.runs[t].error,
+                            )
+                        )
+        except (ExportMismatch, RsiError) as exc:
+            problems.append(f"reproduce: {exc}")
+        except Exception as exc:  # the evaluation itself failed (e.g. a build): say so
+            problems.append(f"reproduce: {c.id}: evaluation failed: {type(exc).__name__}: {exc}")
+        finally:
+            evaluator.close()
+    for d in rep.deviations:
+        problems.append(
+            f"reproduce: {c.id}/{d.split} {d.task}: recorded {d.recorded:g}, "
+            f"reproduced {d.reproduced:g}" + (f" ({d.error})" if d.error else "")
+        )
+    return rep, problems
+
+
+def _compare_model(rep: Reproduction, split: str, recorded: dict | None, built: list[dict]) -> None:
+    """D/T/H: say whether the rebuilt model is the recorded one (training may not be exact)."""
+    if not recorded or not built:
+        return
+    want, got = recorded.get("weights_digest"), built[-1].get("weights_digest")
+    if want and got and want != got:
+        rep.notes.append(
+            f"{split}: the rebuilt model's weights differ from the recorded ones "
+            f"({str(got)[:19]} vs {str(want)[:19]}); rewards are compared within the tolerance"
+        )
