@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# textops verifier entry point: check.py writes the fraction of exact matches to
+# $RSI_LOGS/verifier/reward.txt (0 if anything goes wrong).
+TESTS="${RSI_TESTS:-/tests}"
+LOGS="${RSI_LOGS:-/logs}"
+mkdir -p "$LOGS/verifier"
+python3 "$TESTS/check.py" || echo "check.py exited with status $?"
+if [ ! -s "$LOGS/verifier/reward.txt" ]; then
+    printf 0 > "$LOGS/verifier/reward.txt"
+fi
+exit 0
