@@ -41,6 +41,12 @@ class BudgetGuard:
     def report(self, st: RunState, now: float | None = None) -> dict[str, Any]:
         return {"used": self.used(st, now), "limits": self.limits()}
 
+    def tokens_left(self, st: RunState) -> int | None:
+        """Model tokens the next evaluation may use (None: unlimited); the server refuses
+        requests once they are spent, so a run cannot overdraw by more than one request."""
+        b = self.budget
+        return None if b.max_model_tokens is None else max(0, b.max_model_tokens - st.tokens)
+
     def _common(self, st: RunState) -> str | None:
         b = self.budget
         if b.max_wall_seconds is not None and st.wall_seconds(time.time()) >= b.max_wall_seconds:

@@ -9,6 +9,13 @@ agent wrote can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
+With a ``build`` config (the D/T/H target) the evaluator first builds the
+candidate's model (:mod:`rsiframe.build`: data step, contamination audit, train
+step; cached by input digests), opens an endpoint for it on the long-lived model
+server (:mod:`rsiframe.serving`), and runs the agent behind an in-sandbox forwarder
+that exposes that endpoint, and nothing else, at ``$OPENAI_BASE_URL`` with the
+model name in ``$RSI_MODEL``. The server meters the tokens of each evaluation.
+
 The evaluator is framework-owned: operators never call it directly, and its
 fingerprint (engine, config, code, isolation) is locked at run start.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
@@ -27,8 +35,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rsiframe import __version__, faults
+from rsiframe.build import BuildConfig, Builder, BuildRejected
+from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.sandbox import Mount, ProcResult, Sandbox, kill_all, make_sandbox
+from rsiframe.serving import ModelRefused, ModelServer, OpenEndpoint
 from rsiframe.tasks import Task
 
 TAIL = 4000
@@ -52,6 +63,9 @@ class LocalEngineConfig(BaseModel):
         None, gt=0, description="cap on each task's [verifier] timeout_sec"
     )
     output_limit_bytes: int = Field(1 << 20, ge=1024, description="stdout/stderr kept per phase")
+    build: BuildConfig | None = Field(
+        None, description="build a model from data/ and trainer/ first, and serve it (D/T/H)"
+    )
 
 
 @dataclass
@@ -70,15 +84,18 @@ class TaskRun:
 class EvaluationOutput:
     runs: dict[str, TaskRun] = field(default_factory=dict)
     task_seconds: float = 0.0
+    model: dict[str, Any] | None = None  # the built model's identity, build and token usage
+    usage: dict[str, int] | None = None  # model tokens this evaluation used
 
 
 Put = Callable[[bytes], str]
 
 
 def _code_digest() -> str:
-    from rsiframe import sandbox
+    from rsiframe import build, contamination, sandbox, serving
 
-    sources = [Path(__file__).read_bytes(), Path(sandbox.__file__).read_bytes()]
+    modules = (sandbox, build, contamination, serving)
+    sources = [Path(__file__).read_bytes(), *(Path(m.__file__).read_bytes() for m in modules)]
     return sha256_bytes(b"\0".join(sources))
 
 
@@ -115,6 +132,29 @@ class LocalEngine:
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
         self._pool: ThreadPoolExecutor | None = None
+        self.builder: Builder | None = None
+        self.server: ModelServer | None = None
+        self._items: list[Item] = []
+        if config.build is not None:
+            b = config.build
+            self.builder = Builder(b, self.sandbox, work_root)
+            self.server = ModelServer(
+                self.sandbox,
+                self.builder.models_root,
+                backend=b.serve.backend,
+                threads=b.threads,
+                max_batch=b.serve.max_batch,
+                max_tokens=b.serve.max_tokens,
+                start_timeout_s=b.serve.start_timeout_s,
+            )
+
+    def protect(self, tasks: dict[str, list[Task]]) -> None:
+        """The gate and sealed tasks whose items training data must not contain."""
+        self._items = protected_items(tasks)
+
+    def _audit(self, train_jsonl: Path) -> AuditResult:
+        assert self.config.build is not None
+        return audit(training_texts(train_jsonl), self._items, self.config.build.contamination)
 
     @property
     def isolation(self) -> str:
@@ -137,12 +177,59 @@ class LocalEngine:
         tasks: list[Task],
         put: Put,
         on_done: Callable[[TaskRun], None] | None = None,
+        *,
+        on_built: Callable[[dict[str, Any]], None] | None = None,
+        on_usage: Callable[[dict[str, int]], None] | None = None,
+        token_limit: int | None = None,
     ) -> EvaluationOutput:
-        """Run every task (concurrently, per config) and return their outcomes."""
+        """Run every task (concurrently, per config) and return their outcomes.
+
+        With a build config: build (or reuse) the model first — :class:`BuildRejected`
+        when the candidate's build fails by its own fault — report it to ``on_built``,
+        serve it for these tasks with at most ``token_limit`` tokens, and report the
+        tokens used to ``on_usage`` (also when a task fails).
+        """
+        if self.builder is None or self.server is None:
+            return self._run(candidate_dir, tasks, put, on_done, None)
+        self.server.start()  # torch loads in the server while the build runs
+        built = self.builder.build(candidate_dir, put, self._audit if self._items else None)
+        record = built.record()
+        if on_built is not None:
+            on_built(record)
+        try:
+            ep = self.server.open(
+                uuid.uuid4().hex[:12], built.model.dir, built.model_name, token_limit
+            )
+        except ModelRefused as exc:
+            raise BuildRejected("model", f"the server cannot load the model: {exc}") from exc
+        usage: dict[str, int] | None = None
+        try:
+            out = self._run(candidate_dir, tasks, put, on_done, ep)
+        finally:
+            usage = self.server.close_endpoint(ep)
+            if on_usage is not None:
+                on_usage(usage)
+        out.usage = usage
+        out.model = {
+            **record,
+            "tokens": usage,
+            "backend": self.server.backend_used,
+            "server_isolation": self.server.sandbox.isolation,
+        }
+        return out
+
+    def _run(
+        self,
+        candidate_dir: Path,
+        tasks: list[Task],
+        put: Put,
+        on_done: Callable[[TaskRun], None] | None,
+        ep: OpenEndpoint | None,
+    ) -> EvaluationOutput:
         out = EvaluationOutput()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="trial")
-        futures = [self._pool.submit(self._trial, candidate_dir, t) for t in tasks]
+        futures = [self._pool.submit(self._trial, candidate_dir, t, ep) for t in tasks]
         try:
             for fut in as_completed(futures):
                 run, blobs = fut.result()
@@ -166,17 +253,21 @@ class LocalEngine:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self.server is not None:
+            self.server.stop()
 
-    def _trial(self, candidate_dir: Path, task: Task) -> tuple[TaskRun, dict[str, bytes]]:
+    def _trial(
+        self, candidate_dir: Path, task: Task, ep: OpenEndpoint | None = None
+    ) -> tuple[TaskRun, dict[str, bytes]]:
         faults.reached("stage:task")
         trial = self.work_root / f"trial-{task.id}-{uuid.uuid4().hex[:8]}"
         try:
-            return self._trial_in(trial, candidate_dir, task)
+            return self._trial_in(trial, candidate_dir, task, ep)
         finally:
             shutil.rmtree(trial, ignore_errors=True)
 
     def _trial_in(
-        self, trial: Path, candidate_dir: Path, task: Task
+        self, trial: Path, candidate_dir: Path, task: Task, ep: OpenEndpoint | None = None
     ) -> tuple[TaskRun, dict[str, bytes]]:
         app = trial / "app"
         env_src = task.path / "environment"
@@ -204,13 +295,31 @@ class LocalEngine:
         common = {"RSI_APP": sb.view(m_app), "RSI_LOGS": sb.view(m_logs), "RSI_TASK_ID": task.id}
 
         agent_timeout = min(task.agent_timeout, self.config.agent_timeout_s or task.agent_timeout)
+        argv = ["sh", "-c", self.config.agent]
+        mounts = [m_cand, m_app, m_task, m_agent_logs]
+        model_env: dict[str, str] = {}
+        if ep is not None:  # the endpoint's folder only, behind the in-sandbox forwarder
+            m_ep = Mount(ep.folder, "/rsi/endpoint")
+            m_fwd = Mount(Path(serving_file()), "/rsi/serving.py")
+            mounts += [m_ep, m_fwd]
+            argv = [
+                sys.executable,
+                sb.view(m_fwd),
+                "forward",
+                "--socket",
+                sb.view(m_ep) + "/api.sock",
+                "--",
+                *argv,
+            ]
+            model_env = {"RSI_MODEL": ep.model}
         agent = sb.run(
-            ["sh", "-c", self.config.agent],
-            mounts=[m_cand, m_app, m_task, m_agent_logs],
+            argv,
+            mounts=mounts,
             cwd=m_app,
             env={
                 **task.agent_env,
                 **common,
+                **model_env,
                 "RSI_CANDIDATE": sb.view(m_cand),
                 "RSI_INSTRUCTION": sb.view(m_task) + "/instruction.md",
             },
@@ -244,6 +353,11 @@ class LocalEngine:
             error = f"agent timed out after {agent_timeout:g}s" + (f"; {error}" if error else "")
         elif verifier.timed_out:
             reward, error = 0.0, f"verifier timed out after {verifier_timeout:g}s"
+        elif agent.exit_code and error is None:  # kept as the reason; the reward stands
+            last = agent.stderr[-TAIL:].decode(errors="replace").strip().splitlines()
+            error = f"agent exited with status {agent.exit_code}" + (
+                f": {last[-1]}" if last else ""
+            )
         blobs = {
             "agent.stdout": agent.stdout,
             "agent.stderr": agent.stderr,
@@ -264,6 +378,12 @@ class LocalEngine:
         }
         seconds = agent.duration_s + verifier.duration_s
         return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
+
+
+def serving_file() -> str:
+    from rsiframe import serving
+
+    return str(Path(serving.__file__).resolve())
 
 
 def _phase(res: ProcResult) -> dict[str, Any]:

@@ -4,6 +4,14 @@ The statement's subject is the candidate commit (and its tree); the predicate
 binds parent, recipe digest, evaluator fingerprint, task-set fingerprint,
 split, per-task rewards, aggregate score, isolation level, model identity and
 framework version. Scores are read from here and nowhere else.
+
+``model`` is set for D/T/H candidates (an evaluator with a ``build`` config): the model
+name, ``model_digest`` (its file manifest), ``weights_digest`` and ``config_digest``
+(sha256 of ``model.safetensors`` and ``config.json``), ``dataset_digest``,
+``build_inputs_digest`` and ``build_manifest`` (the artifact naming the dataset, model
+files and build inputs), per-step cache hits and seconds, ``training_seconds``,
+``train_metrics``, the ``contamination`` audit (sealed: counts only), the ``tokens`` the
+evaluation used, and the serving ``backend``.
 """
 
 from __future__ import annotations

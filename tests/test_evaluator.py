@@ -377,3 +377,24 @@ def test_parse_reward_unreadable(tmp_path: Path) -> None:
 
 def test_parse_reward_missing(tmp_path: Path) -> None:
     assert parse_reward(tmp_path) == (0.0, "verifier wrote no reward")
+
+
+def test_the_fingerprint_covers_the_build_config_and_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rsiframe import evaluator, serving
+
+    plain = LocalEngine(LocalEngineConfig(agent="true", sandbox="process"), tmp_path)
+    built = LocalEngine(
+        LocalEngineConfig.model_validate(
+            {"agent": "true", "sandbox": "process", "build": {"threads": 2}}
+        ),
+        tmp_path,
+    )
+    assert plain.builder is None and built.builder is not None
+    assert plain.fingerprint() != built.fingerprint()
+    before = evaluator._code_digest()
+    other = tmp_path / "serving.py"
+    other.write_text(Path(serving.__file__).read_text() + "\n# changed\n")
+    monkeypatch.setattr(serving, "__file__", str(other))
+    assert evaluator._code_digest() != before

@@ -1,0 +1,479 @@
+"""The build step: turn a candidate's data and trainer into a model, in the sandbox, cached.
+
+Two steps, each run by the evaluator in the sandbox with only its own inputs:
+
+1. **data** — a read-only copy of the candidate's ``data/`` subtree (the working
+   directory) and a writable ``$RSI_DATASET_OUT``; must write ``train.jsonl`` rows
+   ``{"prompt", "completion"}``. Then the contamination audit (see
+   :mod:`rsiframe.contamination`) runs on the dataset.
+2. **train** — a read-only copy of ``trainer/`` (the working directory), the dataset
+   read-only at ``$RSI_DATASET`` and a writable ``$RSI_MODEL_OUT``; must write a
+   safetensors model folder (GPT-2 or Llama) with its tokenizer.
+
+No network, ``HOME=/tmp``, ``RSI_THREADS`` threads. Outputs are cached,
+content-addressed, in ``$RSIFRAME_CACHE_DIR`` (default ``~/.cache/rsiframe``): the
+dataset by (data subtree digest, command, threads, framework), the model by (dataset
+digest, trainer subtree digest, command, threads, framework). A cache entry is
+re-hashed against its manifest before every use and against what this run saw before;
+one that fails is rebuilt. A child that changed only its harness reuses its parent's
+model without training. A candidate whose step crashes, times out or writes bad output
+raises :class:`BuildRejected` (its fault, not the infrastructure's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rsiframe import __version__
+from rsiframe.contamination import AuditResult, ContaminationConfig
+from rsiframe.digest import sha256_bytes, sha256_file, sha256_json
+from rsiframe.sandbox import Mount, ProcResult, Sandbox
+from rsiframe.serving import ModelRefused, check_model_dir
+
+TAIL = 4000
+
+
+class ServeConfig(BaseModel):
+    """``evaluator.config.build.serve``: how built models are served to the harness."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["auto", "transformers", "vllm"] = Field(
+        "auto", description="vllm when the serve extra and a GPU are present, else transformers"
+    )
+    max_batch: int = Field(64, ge=1, le=4096, description="sequences generated per batch")
+    max_tokens: int = Field(512, ge=1, description="cap on a request's max_tokens")
+    start_timeout_s: float = Field(300, gt=0, description="time the server may take to start")
+
+
+class BuildConfig(BaseModel):
+    """``evaluator.config.build``: the D/T/H build step (absent: no build, no model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: str = Field("python3 generate.py", description="data command (cwd: the data copy)")
+    train: str = Field("python3 train.py", description="train command (cwd: the trainer copy)")
+    data_inputs: list[str] = Field(["data"], min_length=1, description="subtrees data sees")
+    train_inputs: list[str] = Field(["trainer"], min_length=1, description="subtrees train sees")
+    data_timeout_s: float = Field(300, gt=0)
+    train_timeout_s: float = Field(1200, gt=0)
+    memory_mb: int | None = Field(None, gt=0, description="address-space limit per step")
+    threads: int = Field(1, ge=1, le=256, description="RSI_THREADS for the steps and the server")
+    max_dataset_mb: float = Field(256, gt=0)
+    max_model_mb: float = Field(2048, gt=0)
+    contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+
+
+class BuildRejected(Exception):
+    """The candidate's build failed by its own fault; ``stage`` says where."""
+
+    def __init__(self, stage: str, reason: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{stage}: {reason}")
+        self.stage = stage
+        self.reason = reason
+        self.details = details or {}
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("RSIFRAME_CACHE_DIR")
+    root = Path(configured).expanduser() if configured else Path.home() / ".cache" / "rsiframe"
+    return root / "builds"
+
+
+def tree_digest(path: Path) -> str:
+    """Paths, bytes, executable bits and symlink targets of a folder."""
+    entries: dict[str, Any] = {}
+    for p in sorted(path.rglob("*")):
+        rel = p.relative_to(path).as_posix()
+        if p.is_symlink():
+            entries[rel] = ["link", os.readlink(p)]
+        elif p.is_file():
+            entries[rel] = ["file", sha256_file(p), os.access(p, os.X_OK)]
+    return sha256_json(entries)
+
+
+def files_of(path: Path) -> dict[str, str]:
+    """sha256 of every regular file under ``path`` (symlinks are refused elsewhere)."""
+    return {
+        p.relative_to(path).as_posix(): sha256_file(p)
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+@dataclass
+class StepResult:
+    step: str
+    key: str
+    digest: str  # of the output's file manifest
+    dir: Path  # the verified output folder in the cache
+    files: dict[str, str]
+    cached: bool
+    seconds: float  # spent building now (0 for a cache hit)
+    built_seconds: float  # what building it took when it was built
+    note: str = ""
+
+    def info(self) -> dict[str, Any]:
+        out = {
+            "key": self.key,
+            "digest": self.digest,
+            "cached": self.cached,
+            "seconds": round(self.seconds, 3),
+            "built_seconds": round(self.built_seconds, 3),
+        }
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class Built:
+    """A built (or reused) model with everything the record needs."""
+
+    dataset: StepResult
+    model: StepResult
+    inputs: dict[str, Any]
+    contamination: dict[str, Any]
+    train_metrics: dict[str, Any] = field(default_factory=dict)
+    manifest: str = ""  # artifact digest of the build manifest
+
+    @property
+    def model_name(self) -> str:
+        return f"model-{self.model.digest[:16]}"
+
+    def record(self) -> dict[str, Any]:
+        """The ``model`` field of the certified record (and the model_built event)."""
+        return {
+            "name": self.model_name,
+            "model_digest": self.model.digest,
+            "weights_digest": self.model.files.get("model.safetensors", ""),
+            "config_digest": self.model.files.get("config.json", ""),
+            "dataset_digest": self.dataset.digest,
+            "build_inputs_digest": sha256_json(self.inputs),
+            "build_manifest": self.manifest,
+            "steps": {"data": self.dataset.info(), "train": self.model.info()},
+            "training_seconds": round(self.model.seconds, 3),
+            "train_metrics": self.train_metrics,
+            "contamination": self.contamination,
+        }
+
+
+Put = Callable[[bytes], str]
+Audit = Callable[[Path], AuditResult]
+
+
+class Builder:
+    """Runs and caches the two build steps of a candidate."""
+
+    def __init__(
+        self, config: BuildConfig, sandbox: Sandbox, work_root: Path, root: Path | None = None
+    ) -> None:
+        self.config = config
+        self.sandbox = sandbox
+        self.work_root = work_root
+        self.root = root or cache_root()
+        self._seen: dict[tuple[str, str], str] = {}  # (step, key) -> digest, this process
+        self._stored: dict[str, str] = {}  # build inputs digest -> manifest artifact
+        self._audits: dict[str, AuditResult] = {}
+
+    @property
+    def models_root(self) -> Path:
+        return self.root / "train"
+
+    def _env(self) -> dict[str, str]:
+        t = str(self.config.threads)
+        return {
+            "HOME": "/tmp",
+            "RSI_THREADS": t,
+            "OMP_NUM_THREADS": t,
+            "MKL_NUM_THREADS": t,
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HOME": "/tmp/hf",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "XDG_CACHE_HOME": "/tmp/cache",
+            "MPLCONFIGDIR": "/tmp/mpl",
+            "WANDB_DISABLED": "true",
+            "WANDB_MODE": "disabled",
+        }
+
+    def _key(self, step: str, **parts: Any) -> str:
+        return sha256_json(
+            {
+                "step": step,
+                "framework": __version__,
+                "threads": self.config.threads,
+                "command": self.config.data if step == "data" else self.config.train,
+                **parts,
+            }
+        )
+
+    # -- cache ----------------------------------------------------------------------
+
+    def _lookup(self, step: str, key: str) -> tuple[StepResult | None, str]:
+        entry = self.root / step / key
+        manifest = entry / "manifest.json"
+        if not manifest.is_file():
+            return None, ""
+        try:
+            meta = json.loads(manifest.read_text())
+            files = files_of(entry / "out")
+            ok = files == meta["files"] and sha256_json(files) == meta["digest"]
+            seen = self._seen.get((step, key))
+            ok = ok and (seen is None or seen == meta["digest"])
+        except (OSError, ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            shutil.rmtree(entry, ignore_errors=True)
+            return None, "the cache entry failed verification and was rebuilt"
+        self._seen[(step, key)] = meta["digest"]
+        result = StepResult(
+            step, key, meta["digest"], entry / "out", files, True, 0.0, meta.get("seconds", 0.0)
+        )
+        return result, ""
+
+    def _store(self, step: str, key: str, out: Path, seconds: float) -> StepResult:
+        entry = self.root / step / key
+        tmp = self.root / step / f".tmp-{key[:16]}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True)
+        shutil.move(str(out), tmp / "out")
+        files = files_of(tmp / "out")
+        digest = sha256_json(files)
+        meta = {"step": step, "key": key, "files": files, "digest": digest, "seconds": seconds}
+        (tmp / "manifest.json").write_text(json.dumps(meta, indent=1))
+        try:
+            tmp.rename(entry)
+        except OSError:  # another process stored the same key first: use theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+            found, _ = self._lookup(step, key)
+            if found is not None:
+                return found
+            raise
+        self._seen[(step, key)] = digest
+        return StepResult(step, key, digest, entry / "out", files, False, seconds, seconds)
+
+    # -- steps ----------------------------------------------------------------------
+
+    def _run(
+        self,
+        step: str,
+        command: str,
+        candidate_dir: Path,
+        inputs: list[str],
+        extra: list[Mount],
+        env: dict[str, str],
+        out_var: str,
+        timeout: float,
+    ) -> tuple[Path, ProcResult, Path]:
+        stage = self.work_root / f"build-{step}-{uuid.uuid4().hex[:8]}"
+        mounts = []
+        for name in inputs:
+            src = candidate_dir / name
+            if not src.is_dir():
+                raise BuildRejected(step, f"the candidate has no {name}/ folder")
+            dst = stage / "in" / name
+            shutil.copytree(src, dst, symlinks=True)
+            mounts.append(Mount(dst, f"/build/{name}"))
+        out = stage / "out"
+        out.mkdir(parents=True)
+        m_out = Mount(out, "/build/out", writable=True)
+        sb = self.sandbox
+        full_env = {**self._env(), **env, out_var: sb.view(m_out)}
+        kwargs: dict[str, Any] = {}
+        if (
+            self.config.memory_mb is not None
+            and "memory_mb" in inspect.signature(sb.run).parameters
+        ):
+            kwargs["memory_mb"] = self.config.memory_mb
+        res = sb.run(
+            ["sh", "-c", command],
+            mounts=[*mounts, *extra, m_out],
+            cwd=mounts[0],
+            env=full_env,
+            timeout=timeout,
+            network=False,
+            output_limit=1 << 20,
+            **kwargs,
+        )
+        return out, res, stage
+
+    @staticmethod
+    def _failure(step: str, res: ProcResult, timeout: float) -> BuildRejected:
+        tail = (res.stderr or res.stdout)[-TAIL:].decode(errors="replace").strip()
+        last = tail.splitlines()[-1] if tail else "no output"
+        if res.timed_out:
+            why = f"timed out after {timeout:g}s"
+        else:
+            why = f"exited with status {res.exit_code}: {last}"
+        return BuildRejected(step, why, {"stderr_tail": tail[-TAIL:]})
+
+    def _check_dataset(self, out: Path) -> None:
+        path = out / "train.jsonl"
+        if not path.is_file():
+            raise BuildRejected("data", "the data step wrote no train.jsonl")
+        extra = sorted(p.name for p in out.rglob("*") if p.is_symlink())
+        if extra:
+            raise BuildRejected("data", f"symlinks in the dataset: {', '.join(extra[:3])}")
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        if size > self.config.max_dataset_mb * (1 << 20):
+            raise BuildRejected("data", f"the dataset is {size >> 20} MiB, over the limit")
+        rows = 0
+        with path.open("rb") as f:
+            for n, raw in enumerate(f, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    row = json.loads(raw)
+                except ValueError:
+                    raise BuildRejected("data", f"train.jsonl line {n} is not JSON") from None
+                if not (
+                    isinstance(row, dict)
+                    and isinstance(row.get("prompt"), str)
+                    and isinstance(row.get("completion"), str)
+                ):
+                    raise BuildRejected(
+                        "data", f"train.jsonl line {n} is not a {{prompt, completion}} object"
+                    )
+                rows += 1
+        if rows == 0:
+            raise BuildRejected("data", "train.jsonl is empty")
+
+    def _check_model(self, out: Path) -> None:
+        links = sorted(p.name for p in out.rglob("*") if p.is_symlink())
+        if links:
+            raise BuildRejected("train", f"symlinks in the model folder: {', '.join(links[:3])}")
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        if size > self.config.max_model_mb * (1 << 20):
+            raise BuildRejected("train", f"the model folder is {size >> 20} MiB, over the limit")
+        try:
+            check_model_dir(out)
+        except ModelRefused as exc:
+            raise BuildRejected("train", f"the model is refused: {exc}") from exc
+
+    def _step(
+        self,
+        step: str,
+        key: str,
+        run: Callable[[], tuple[Path, ProcResult, Path]],
+        timeout: float,
+        check: Callable[[Path], None],
+    ) -> StepResult:
+        found, note = self._lookup(step, key)
+        if found is not None:
+            return found
+        t0 = time.perf_counter()
+        out, res, stage = run()
+        try:
+            if not res.ok:
+                raise self._failure(step, res, timeout)
+            check(out)
+            result = self._store(step, key, out, time.perf_counter() - t0)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+        result.note = note
+        return result
+
+    def build(self, candidate_dir: Path, put: Put, audit: Audit | None = None) -> Built:
+        """Build (or reuse) the candidate's dataset and model; audit new datasets."""
+        cfg = self.config
+        data_inputs = {n: _input_digest(candidate_dir, n) for n in cfg.data_inputs}
+        dkey = self._key("data", inputs=data_inputs)
+        dataset = self._step(
+            "data",
+            dkey,
+            lambda: self._run(
+                "data",
+                cfg.data,
+                candidate_dir,
+                cfg.data_inputs,
+                [],
+                {},
+                "RSI_DATASET_OUT",
+                cfg.data_timeout_s,
+            ),
+            cfg.data_timeout_s,
+            self._check_dataset,
+        )
+        contamination: dict[str, Any] = {}
+        if audit is not None:
+            result = self._audits.get(dataset.digest)
+            if result is None:
+                result = audit(dataset.dir / "train.jsonl")
+                self._audits[dataset.digest] = result
+            contamination = result.summary(cfg.contamination.max_examples)
+            if result.contaminated and cfg.contamination.policy == "reject":
+                raise BuildRejected("contamination", result.reason(), {"audit": contamination})
+        train_inputs = {n: _input_digest(candidate_dir, n) for n in cfg.train_inputs}
+        mkey = self._key("train", dataset=dataset.digest, inputs=train_inputs)
+        m_data = Mount(dataset.dir, "/build/dataset")
+        model = self._step(
+            "train",
+            mkey,
+            lambda: self._run(
+                "train",
+                cfg.train,
+                candidate_dir,
+                cfg.train_inputs,
+                [m_data],
+                {"RSI_DATASET": self.sandbox.view(m_data)},
+                "RSI_MODEL_OUT",
+                cfg.train_timeout_s,
+            ),
+            cfg.train_timeout_s,
+            self._check_model,
+        )
+        inputs = {
+            "data": data_inputs,
+            "train": train_inputs,
+            "data_key": dkey,
+            "train_key": mkey,
+            "framework": __version__,
+            "build_config": cfg.model_dump(mode="json", exclude={"serve"}),
+        }
+        metrics: dict[str, Any] = {}
+        with contextlib.suppress(OSError, ValueError):
+            raw = json.loads((model.dir / "train_metrics.json").read_text())
+            if isinstance(raw, dict):
+                metrics = {k: v for k, v in raw.items() if isinstance(v, int | float | str)}
+        built = Built(dataset, model, inputs, contamination, metrics)
+        built.manifest = self._store_artifacts(built, put)
+        return built
+
+    def _store_artifacts(self, built: Built, put: Put) -> str:
+        """The dataset, the model files and the build inputs, as run artifacts."""
+        ident = sha256_json([built.inputs, built.dataset.digest, built.model.digest])
+        if ident in self._stored:
+            return self._stored[ident]
+        manifest: dict[str, Any] = {"inputs": built.inputs}
+        for name, res in (("dataset", built.dataset), ("model", built.model)):
+            refs = {}
+            for rel in res.files:
+                data = (res.dir / rel).read_bytes()
+                if sha256_bytes(data) != res.files[rel]:
+                    raise BuildRejected(name, f"{rel} changed in the cache while being stored")
+                refs[rel] = put(data)
+            manifest[name] = {"digest": res.digest, "files": refs, **res.info()}
+        ref = put(json.dumps(manifest, sort_keys=True, indent=1).encode())
+        self._stored[ident] = ref
+        return ref
+
+
+def _input_digest(candidate_dir: Path, name: str) -> str:
+    path = candidate_dir / name
+    if not path.is_dir():
+        raise BuildRejected("data" if name == "data" else "train", f"no {name}/ folder")
+    return tree_digest(path)

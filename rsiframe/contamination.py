@@ -1,0 +1,180 @@
+"""Contamination audit: does a candidate's training data contain gate or sealed items?
+
+Character n-gram overlap (default n = 13) between every training row (prompt and
+completion, whitespace collapsed) and the text of each protected item (``prompt_text``
+of ``environment/items.jsonl``, or the whole ``environment/`` text for tasks without
+items). An item shorter than n counts when it occurs whole (not inside a longer word or
+number). The recipe picks the
+policy: ``reject`` ends the candidate, ``flag`` records the overlap and lets it go on.
+Sealed items are only ever counted: their text and ids never leave this module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rsiframe.digest import sha256_json
+from rsiframe.tasks import Task
+
+_SPACE = re.compile(r"\s+")
+
+
+class ContaminationConfig(BaseModel):
+    """``evaluator.config.build.contamination`` in a recipe."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int = Field(13, ge=4, le=200, description="characters per n-gram")
+    policy: Literal["reject", "flag"] = Field(
+        "reject", description="reject the candidate, or flag it in the record and status"
+    )
+    max_examples: int = Field(5, ge=0, le=50, description="gate items named per report")
+
+
+@dataclass(frozen=True)
+class Item:
+    split: str
+    task: str
+    id: str
+    text: str
+
+
+@dataclass
+class AuditResult:
+    n: int
+    policy: str
+    items: dict[str, int]  # split -> items checked
+    hits: dict[str, list[Item]] = field(default_factory=dict)
+    matches: dict[tuple[str, str], str] = field(default_factory=dict)  # (task, id) -> n-gram
+
+    @property
+    def contaminated(self) -> bool:
+        return any(self.hits.values())
+
+    def summary(self, max_examples: int = 5) -> dict[str, Any]:
+        """Counts per split; gate items named with the matching text; sealed: counts only."""
+        gate = self.hits.get("gate", [])
+        return {
+            "n": self.n,
+            "policy": self.policy,
+            "contaminated": self.contaminated,
+            "checked": dict(self.items),
+            "overlapping": {s: len(self.hits.get(s, [])) for s in self.items},
+            "gate_examples": [
+                {"task": it.task, "item": it.id, "match": self.matches[(it.task, it.id)]}
+                for it in gate[:max_examples]
+            ],
+        }
+
+    def reason(self) -> str:
+        parts = [f"{len(v)} {s} item(s)" for s, v in self.hits.items() if v]
+        named = ", ".join(f"{it.task}#{it.id}" for it in self.hits.get("gate", [])[:3])
+        return f"training data overlaps {' and '.join(parts)} (character {self.n}-grams)" + (
+            f"; gate: {named}" if named else ""
+        )
+
+
+def normalize(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def _item_text(row: dict[str, Any]) -> str:
+    for key in ("prompt_text", "prompt", "input", "text"):
+        value = row.get(key)
+        if isinstance(value, str):
+            return value
+    return json.dumps({k: v for k, v in row.items() if k not in ("id", "kind")}, sort_keys=True)
+
+
+def task_items(split: str, task: Task) -> list[Item]:
+    """The protected text of one task: its items, or its whole environment as one item."""
+    path = task.path / "environment" / "items.jsonl"
+    out: list[Item] = []
+    if path.is_file():
+        for n, line in enumerate(path.read_text().splitlines()):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = {"text": line}
+            if not isinstance(row, dict):
+                row = {"text": str(row)}
+            out.append(Item(split, task.id, str(row.get("id", n)), normalize(_item_text(row))))
+        return out
+    env = task.path / "environment"
+    texts = [
+        p.read_text(errors="replace")
+        for p in sorted(env.rglob("*"))
+        if env.is_dir() and p.is_file() and p.name != "Dockerfile"
+    ]
+    return [Item(split, task.id, "environment", normalize("\n".join(texts)))] if texts else []
+
+
+def protected_items(tasks: dict[str, list[Task]]) -> list[Item]:
+    return [it for split, ts in tasks.items() for t in ts for it in task_items(split, t)]
+
+
+def items_digest(items: list[Item]) -> str:
+    return sha256_json([[i.split, i.task, i.id, i.text] for i in items])
+
+
+def training_texts(train_jsonl: Path) -> Iterable[str]:
+    for line in train_jsonl.read_text(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            yield normalize(line)
+            continue
+        if isinstance(row, dict):
+            parts = [row.get(k) for k in ("prompt", "completion", "text")]
+            yield normalize(" ".join(p for p in parts if isinstance(p, str)))
+        else:
+            yield normalize(str(row))
+
+
+def audit(texts: Iterable[str], items: list[Item], config: ContaminationConfig) -> AuditResult:
+    """Scan the training text once; look each window up among the items' n-grams."""
+    n = config.n
+    result = AuditResult(n=n, policy=config.policy, items={})
+    for it in items:
+        result.items[it.split] = result.items.get(it.split, 0) + 1
+        result.hits.setdefault(it.split, [])
+    grams: dict[str, list[Item]] = {}
+    short: list[Item] = []
+    for it in items:
+        if len(it.text) < n:
+            if it.text:
+                short.append(it)
+            continue
+        for i in range(len(it.text) - n + 1):
+            grams.setdefault(it.text[i : i + n], []).append(it)
+    found: dict[tuple[str, str, str], str] = {}
+    corpus = []
+    for text in texts:
+        corpus.append(text)
+        for i in range(len(text) - n + 1):
+            for it in grams.get(text[i : i + n], ()):
+                found.setdefault((it.split, it.task, it.id), text[i : i + n])
+    if short:
+        joined = "\n".join(corpus)
+        for it in short:  # whole, not as part of a longer word or number
+            pattern = r"(?<![A-Za-z0-9])" + re.escape(it.text) + r"(?![A-Za-z0-9])"
+            if re.search(pattern, joined):
+                found.setdefault((it.split, it.task, it.id), it.text)
+    for it in items:
+        match = found.get((it.split, it.task, it.id))
+        if match is not None:
+            result.hits[it.split].append(it)
+            if it.split != "sealed":
+                result.matches[(it.task, it.id)] = match
+    return result
