@@ -1,0 +1,1 @@
+"""rsiframe view: a read-only Textual viewer for runs, lineage and evidence."""

@@ -1,0 +1,26 @@
+"""Which run folders a PATH names: the folder itself, or the run folders directly inside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rsiframe.errors import RunFolderError
+from rsiframe.runfolder import RunPaths
+
+
+def is_run(path: Path) -> bool:
+    return (path / "events.jsonl").is_file() and (path / "recipe.lock.json").is_file()
+
+
+def find_runs(path: Path) -> list[Path]:
+    """One run folder, or the run folders one level below ``path`` (sorted by name)."""
+    path = Path(path).resolve()
+    if not path.is_dir():
+        raise RunFolderError("no such folder", where=str(path))
+    if (path / "events.jsonl").exists():
+        RunPaths(path).check()
+        return [path]
+    runs = sorted(p for p in path.iterdir() if p.is_dir() and is_run(p))
+    if not runs:
+        raise RunFolderError("not a run folder, and holds no run folders", where=str(path))
+    return runs

@@ -1,0 +1,1 @@
+"""The viewer's screens: runs, run, lineage, candidate, help."""

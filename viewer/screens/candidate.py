@@ -1,0 +1,166 @@
+"""One candidate: its diff, certificates, per-task rewards, evidence and notes.
+
+Each tab reads what it needs the first time it is shown (git objects, artifacts), in a
+worker thread, so opening a candidate of a large run costs only its own evidence.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from rsiframe.errors import RsiError
+from rsiframe.viewer.evidence import Repo, diff_base
+from rsiframe.viewer.messages import CandidateChosen, RunUpdated
+from rsiframe.viewer.source import RunSource
+from rsiframe.viewer.widgets.candidate_header import CandidateHeader
+from rsiframe.viewer.widgets.certificates import CertificatesView
+from rsiframe.viewer.widgets.diff_view import DiffView
+from rsiframe.viewer.widgets.evidence_tree import ArtifactChosen, EvidenceTree
+from rsiframe.viewer.widgets.notes_view import NotesView, notes_group
+from rsiframe.viewer.widgets.paged_text import PagedText
+from rsiframe.viewer.widgets.rewards_table import RewardsTable
+
+TABS = ("diff", "certificates", "rewards", "evidence", "notes")
+
+
+class CandidateScreen(Screen):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("p", "parent", "Parent"),
+        *(
+            Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False)
+            for i, t in enumerate(TABS)
+        ),
+    ]
+
+    def __init__(self, source: RunSource, cid: str, repo: Repo) -> None:
+        super().__init__()
+        self.source = source
+        self.cid = cid
+        self.repo = repo
+        self.loaded: set[str] = set()
+        self._diff_done = False
+
+    def compose(self) -> ComposeResult:
+        yield CandidateHeader(id="candidate-header")
+        with TabbedContent(id="tabs"):
+            with TabPane("Diff", id="diff"):
+                yield DiffView(id="diff-view")
+            with TabPane("Certificates", id="certificates"), VerticalScroll():
+                yield CertificatesView(id="certificates-view")
+            with TabPane("Rewards", id="rewards"):
+                yield RewardsTable(id="rewards-table")
+            with TabPane("Evidence", id="evidence"), Horizontal():
+                yield EvidenceTree(id="evidence-tree")
+                yield PagedText(id="paged")
+            with TabPane("Notes", id="notes"), VerticalScroll():
+                yield NotesView(id="notes-view")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        c = self.source.candidate(self.cid)
+        if c is not None and c.state in ("rejected", "failed", "abandoned"):
+            # why it did not make it comes first; the diff (if any) is one key away
+            self.query_one(TabbedContent).active = "notes"
+            self._diff_done = True
+        self.show_candidate()
+
+    def show_candidate(self) -> None:
+        c = self.source.candidate(self.cid)
+        if c is None:
+            self.query_one(CandidateHeader).update(f"{self.cid}: no such candidate")
+            return
+        champ = self.source.champion()
+        with self.source.lock:
+            self.query_one(CandidateHeader).show(c, champ is not None and champ.id == c.id)
+        self.loaded.clear()
+        self._load_tab(self.query_one(TabbedContent).active or "diff")
+
+    def is_ready(self) -> bool:
+        return self._diff_done
+
+    def run_updated(self, msg: RunUpdated) -> None:
+        if msg.source is self.source and self.cid in msg.changed:
+            self.show_candidate()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        name = event.pane.id or ""
+        self._load_tab(name)
+        focus = {"diff": "#diff-view", "rewards": "#rewards-table", "evidence": "#evidence-tree"}
+        if name in focus:
+            self.query_one(focus[name]).focus()
+        else:
+            self.query_one(f"#{name} VerticalScroll").focus()
+
+    def action_tab(self, name: str) -> None:
+        self.query_one(TabbedContent).active = name
+
+    def action_parent(self) -> None:
+        c = self.source.candidate(self.cid)
+        if c is not None and c.parent:
+            self.post_message(CandidateChosen(self.source, c.parent))
+
+    # -- lazy tabs -----------------------------------------------------------------
+
+    def _load_tab(self, name: str) -> None:
+        if name in self.loaded:
+            return
+        self.loaded.add(name)
+        c = self.source.candidate(self.cid)
+        if c is None:
+            return
+        with self.source.lock:
+            if name == "diff":
+                self._load_diff()
+            elif name == "certificates":
+                self.query_one(CertificatesView).show(c, self.source.verifier.keyid)
+            elif name == "rewards":
+                self.query_one(RewardsTable).show(c)
+            elif name == "evidence":
+                tree = self.query_one(EvidenceTree)
+                tree.show(self.source.root, c, self.source.events_for(c.id))
+            elif name == "notes":
+                self._load_notes()
+
+    @work(thread=True, exclusive=True, group="diff")
+    def _load_diff(self) -> None:
+        view = self.query_one(DiffView)
+        c = self.source.candidate(self.cid)
+        if c is None:
+            return
+        parent = self.source.candidate(c.parent) if c.parent else None
+        old, new = diff_base(c, parent)
+        if new is None:
+            self.app.call_from_thread(view.message, "no commit: the mutation produced no tree")
+        else:
+            try:
+                diffs = self.repo.diff(old, new)
+                title = f"{c.parent or 'empty tree'} ({(old or '')[:12]}) → {c.id} ({new[:12]})"
+                self.app.call_from_thread(view.show, diffs, title)
+            except (RsiError, ValueError, KeyError, OSError) as exc:
+                self.app.call_from_thread(view.message, f"cannot read the diff: {exc}", "red")
+            except Exception as exc:  # GitPython raises its own errors for missing objects
+                self.app.call_from_thread(view.message, f"cannot read the diff: {exc!r}", "red")
+        self._diff_done = True
+
+    @work(thread=True, exclusive=True, group="notes")
+    def _load_notes(self) -> None:
+        c = self.source.candidate(self.cid)
+        if c is None:
+            return
+        with self.source.lock:
+            events = self.source.events_for(c.id)
+            lessons = dict(self.source.state.reflected)
+            violations = list(getattr(self.source.state, "violations", None) or [])
+        group = notes_group(self.source.root, c, events, lessons, violations)
+        self.app.call_from_thread(self.query_one(NotesView).show, group)
+
+    def on_artifact_chosen(self, event: ArtifactChosen) -> None:
+        paged = self.query_one(PagedText)
+        paged.load(self.source.root, event.digest, event.title, event.as_json)
+        paged.focus()

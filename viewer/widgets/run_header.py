@@ -1,0 +1,69 @@
+"""The run's header: name, state, budget, seed vs champion, counts and any problems."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from rsiframe.viewer import fmt
+from rsiframe.viewer.source import RunSource
+
+
+def header_text(source: RunSource) -> Text:
+    st = source.state
+    run_state = source.run_state()
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(source.name, style="bold")
+    t.append("  ")
+    t.append_text(fmt.state(run_state))
+    if run_state == "running":
+        t.append(" (live)", style="yellow")
+    with source.lock:
+        counts = source.counts()
+        seed, champ = st.seed, source.champion()
+        t.append(f"  {len(st.candidates)} candidates", style="bold")
+        if counts:
+            t.append(" (" + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + ")")
+        t.append(f"  {st.run_id}", style="dim")
+        t.append("\nbudget ", style="dim")
+        t.append(fmt.budget_line(source.budget()))
+        t.append("\n")
+        for label, c in (("seed", seed), ("champion", champ)):
+            if c is None:
+                continue
+            t.append(f"{label} ", style="dim")
+            t.append(c.id, style="bold yellow" if label == "champion" else "bold")
+            scores = "/".join(fmt.score(c.score(s)) for s in ("train", "gate", "sealed"))
+            t.append(f" {scores}  ")
+        t.append("(train/gate/sealed)", style="dim")
+        t.append(f"\nstarted {fmt.when(st.started_at)}", style="dim")
+        if st.terminal is not None:
+            t.append(f"  ended {fmt.when(st.last_ts)}", style="dim")
+            reason = st.terminal.get("reason")
+            if reason:
+                t.append(f"  {reason}", style="dim")
+    with source.lock:
+        violations = list(getattr(st, "violations", None) or [])
+    if violations:
+        last = violations[-1]
+        t.append(
+            f"\n⚠ {len(violations)} information-flow violation(s); latest: "
+            f"{last.get('slot')} operator {last.get('operator')} on {last.get('candidate')}: "
+            f"{last.get('asked', '')}",
+            style="bold red",
+        )
+    for note in source.notes()[:3]:
+        t.append(f"\n⚠ {note}", style="bold red")
+    return t
+
+
+class RunHeader(Static):
+    def __init__(self, source: RunSource, **kw) -> None:
+        super().__init__(**kw)
+        self.source = source
+
+    def on_mount(self) -> None:
+        self.refresh_run()
+
+    def refresh_run(self) -> None:
+        self.update(header_text(self.source))
