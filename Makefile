@@ -1,11 +1,12 @@
 # rsiframe: two commands do everything on a fresh machine.
-#   make quickstart   set up, then run recipes/quickstart.yaml end to end (offline)
+#   make quickstart   set up, then run recipes/quickstart.yaml end to end (offline): evolve
+#                     the data, trainer and harness of a tiny transformer on CPU
 #   make test         set up, then run the test suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test test-e2e bench lint setup sandbox clean
+.PHONY: quickstart test test-e2e selftest bench lint setup sandbox clean
 
 quickstart: setup sandbox
 	$(BIN)/rsiframe run recipes/quickstart.yaml
@@ -16,18 +17,25 @@ test: setup sandbox
 test-e2e: setup sandbox
 	$(BIN)/python -m pytest -q -m e2e
 
+selftest: setup sandbox
+	$(BIN)/rsiframe selftest integrity
+
 bench: setup sandbox
 	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/build.py
+	$(BIN)/python bench/viewer.py
 
 lint: setup
-	$(BIN)/ruff check rsiframe operators tests bench tasks
-	$(BIN)/ruff format --check rsiframe operators tests bench
+	$(BIN)/ruff check rsiframe operators viewer tests bench tasks
+	$(BIN)/ruff format --check rsiframe operators viewer tests bench
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	# torch first, pinned to the CPU wheel, so the train extra's range never pulls a CUDA build
+	$(BIN)/pip install --quiet --disable-pip-version-check 'torch==2.13.0'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train]'
 	touch $@
 
 # bubblewrap gives evaluations a real sandbox; without it rsiframe falls back to plain

@@ -97,6 +97,9 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     except RunFailure as exc:
         failure = str(exc)
         engine.archive.append("run_finished", {"state": "failed", "reason": failure})
+    except RsiError as exc:  # e.g. a task edited mid-run: resumable, named in one line
+        engine.archive.append("run_finished", {"state": "failed", "reason": str(exc)})
+        raise
     except Exception as exc:  # a bug: leave the run resumable, then show the traceback
         engine.archive.append(
             "run_finished", {"state": "failed", "reason": f"internal error: {exc!r}"}
@@ -201,22 +204,206 @@ def status(run_dir: Path, as_json: bool) -> None:
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--reproduce",
+    is_flag=True,
+    help="also re-evaluate the champion from a fresh export in a fresh sandbox on every "
+    "split it was certified on (sealed included) and compare per-task rewards",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    show_default=True,
+    help="largest per-task reward deviation --reproduce accepts (0: exact, for deterministic "
+    "tasks)",
+)
+@click.option(
+    "--tasks",
+    "tasks_root",
+    type=click.Path(path_type=Path),
+    help="the run's task set, if not at the path its lock names (checked against the lock)",
+)
+@click.option("--candidate", metavar="ID", help="reproduce this candidate instead of the champion")
+@click.option(
+    "--key",
+    "key_file",
+    type=click.Path(path_type=Path),
+    help="the run's public key (PEM) obtained out of band: pubkey.pem must be this key",
+)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def verify(run_dir: Path, as_json: bool) -> None:
-    """Check every signature, the hash chain, the locks and the evidence of every record."""
-    from rsiframe.report import verify as verify_run
+def verify(
+    run_dir: Path,
+    reproduce: bool,
+    tolerance: float,
+    tasks_root: Path | None,
+    candidate: str | None,
+    key_file: Path | None,
+    as_json: bool,
+) -> None:
+    """Check a run with only its folder and public key; no private key is needed.
 
-    report = verify_run(run_dir)
+    Checks, each reported by name: pubkey, chain (hash chain), signatures (every event),
+    state, certificates (signed and bound to run, commit, tree, recipe, evaluator and
+    task set), locks, commits (in repo.git with the recorded tree), admitted (verified
+    records), evidence (trajectories and logs). --reproduce adds reproduce. Nothing is
+    written into the run folder. Exit 0 when every check passes, 1 otherwise.
+    """
+    from rsiframe.errors import RunFolderError
+    from rsiframe.verify import verify as verify_run
+
+    key = None
+    if key_file is not None:
+        try:
+            key = key_file.read_bytes()
+        except OSError as exc:
+            raise RunFolderError(f"--key: cannot read {key_file}: {exc.strerror}") from exc
+    report = verify_run(
+        run_dir,
+        reproduce=reproduce,
+        tolerance=tolerance,
+        tasks_root=tasks_root,
+        expected_key=key,
+        candidate=candidate,
+    )
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:
-        verdict = "OK" if report.ok else "FAILED"
-        click.echo(f"{verdict}: {report.records} signed records, {len(report.problems)} problems")
+        out = _stdout()
+        table = Table(title=f"verify {report.path}", title_justify="left")
+        for col in ("check", "result", "detail"):
+            table.add_column(col, overflow="fold")
+        style = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
+        for c in report.checks:
+            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+        out.print(table)
+        out.print(f"keyid {report.keyid}", highlight=False)
         for p in report.problems:
-            click.echo(f"  - {p}")
+            out.print(f"  - {p}", highlight=False, markup=False)
+        for n in report.notes + (report.reproduce.notes if report.reproduce else []):
+            out.print(f"note: {n}", highlight=False, markup=False)
+        verdict = "OK" if report.ok else "FAILED"
+        out.print(f"{verdict}: {report.records} signed records, {len(report.problems)} problems")
     if not report.ok:
+        failed = [c.name for c in report.checks if c.status == "failed"]
+        first = report.problems[0] if report.problems else "checks skipped"
+        click.echo(
+            f"rsiframe: verification failed ({', '.join(failed)}): {first}"
+            + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),
+            err=True,
+        )
         sys.exit(EXIT_FAILED)
+
+
+# -- self-test -----------------------------------------------------------------------
+
+
+@main.group()
+def selftest() -> None:
+    """Self-tests of rsiframe's own guarantees."""
+
+
+@selftest.command("integrity")
+@click.option(
+    "--trials",
+    "-n",
+    type=click.IntRange(min=1),
+    default=None,
+    help="independent trials per scenario (default 2: a few minutes on 2 cores)",
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    metavar="NAME",
+    help="run only this scenario (repeatable); --list shows them",
+)
+@click.option("--seed", type=int, default=None, help="seed of the trials (default: random)")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "bwrap", "process"]),
+    default="auto",
+    show_default=True,
+    help="the experiment's evaluation sandbox (process: see what the fallback lets through)",
+)
+@click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def selftest_integrity(
+    trials: int | None,
+    scenarios: tuple[str, ...],
+    seed: int | None,
+    sandbox: str,
+    list_only: bool,
+    as_json: bool,
+) -> None:
+    """Crash and attack a tiny built-in experiment, then check the archive still holds.
+
+    Each scenario (SIGKILL at a stage, a torn append, a candidate writing outside its
+    surface or reading the key, a forged or replayed archive entry, an edited task,
+    a misbehaving operator, ...) runs N independent trials, each in its own temp
+    folder with its own key folder. A trial passes when the run ends valid and
+    attributable (verify passes, or the tampering is detected and named), every
+    certified reward equals the ground truth, and the champion reproduces.
+    Exit 0 when every trial passes, 1 otherwise.
+    """
+    from rsiframe.selftest.runner import DEFAULT_TRIALS, check_names, describe, run_selftest, table
+
+    if list_only:
+        names = check_names(list(scenarios))
+        if as_json:
+            _print_json([{"name": n, "description": describe(n)} for n in names])
+        else:
+            for n in names:
+                click.echo(f"{n:24} {describe(n)}")
+        return
+    err = _stderr()
+
+    def on_trial(name: str, r: Any) -> None:
+        if not as_json:
+            mark = "ok" if r.passed else "FAIL"
+            err.print(f"{name} #{r.trial}: {mark} ({r.seconds:.1f} s)", highlight=False)
+            for p in r.problems[:3]:
+                err.print(f"    {p}", highlight=False, markup=False)
+
+    report = run_selftest(
+        trials or DEFAULT_TRIALS, list(scenarios), seed=seed, sandbox=sandbox, on_trial=on_trial
+    )
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+    else:
+        out = _stdout()
+        out.print(table(report))
+        failed = sum(s.failed for s in report.scenarios)
+        total = sum(s.trials for s in report.scenarios)
+        out.print(f"{total - failed}/{total} trials passed in {report.seconds:.0f} s")
+    if not report.ok:
+        bad = [s.name for s in report.scenarios if s.failed]
+        click.echo(f"rsiframe: self-test failed: {', '.join(bad)}", err=True)
+        sys.exit(EXIT_FAILED)
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--poll",
+    type=click.FloatRange(min=0.1),
+    default=1.0,
+    show_default=True,
+    help="seconds between checks for new events of a live run",
+)
+@friendly
+def view(path: Path, poll: float) -> None:
+    """Browse runs in the terminal, read-only: PATH is a run folder or a folder of runs.
+
+    Screens: runs, run (recipe, budget, score plot, candidates table; `/` filters),
+    lineage, candidate (diff, certificates, rewards, trajectories and logs, notes).
+    A run still being written updates live. `?` lists every key, `q` quits.
+    """
+    from rsiframe.viewer.app import ViewerApp
+
+    ViewerApp(path, poll_seconds=poll).run()
 
 
 # -- recipes -------------------------------------------------------------------------
@@ -314,6 +501,8 @@ def operators_describe(name: str, as_json: bool) -> None:
     fields = []
     for fname, f in cls.Config.model_fields.items():
         default = None if f.is_required() else f.get_default(call_default_factory=True)
+        if hasattr(default, "model_dump"):  # a nested config model (e.g. network)
+            default = default.model_dump(mode="json")
         fields.append(
             {
                 "name": fname,
@@ -324,15 +513,31 @@ def operators_describe(name: str, as_json: bool) -> None:
             }
         )
     doc = (cls.__doc__ or "").strip()
+    from rsiframe.api import GATE_DETAIL, INFORMATION
+
+    reads = sorted(INFORMATION[info.slot])
     if as_json:
         _print_json(
-            {"slot": info.slot, "name": info.name, "ref": info.ref, "doc": doc, "fields": fields}
+            {
+                "slot": info.slot,
+                "name": info.name,
+                "ref": info.ref,
+                "doc": doc,
+                "fields": fields,
+                "reads": reads,
+                "reads_with_gate_detail": sorted(GATE_DETAIL),
+            }
         )
         return
     out = _stdout()
     out.print(f"[bold]{info.slot}.{info.name}[/]  ({info.ref})")
     if doc:
         out.print(doc)
+    out.print(
+        f"may read: {', '.join(reads)}; with information.gate_detail also "
+        f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",
+        highlight=False,
+    )
     if not fields:
         out.print("no config fields")
         return

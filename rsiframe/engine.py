@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from rsiframe import __version__, faults
 from rsiframe import recipe as recipe_mod
@@ -58,6 +58,7 @@ from rsiframe.api import (
 )
 from rsiframe.archive import Archive, Event
 from rsiframe.budget import BudgetGuard
+from rsiframe.build import BuildRejected
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo, fresh_dir
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluator import ENGINES, EvaluationOutput, LocalEngine, TaskRun
@@ -72,12 +73,16 @@ from rsiframe.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.state import Candidate, RunState
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, TaskLock, TaskSet
+from rsiframe.untrusted import UntrustedOperator
 
 R = TypeVar("R", bound=BaseModel)
 
 
 #: exported candidate trees kept in work/exports (admitted ones are reused as parents)
 KEEP_EXPORTS = 16
+#: the largest operator result (as JSON) the engine accepts; a bigger one fails the call,
+#: so no operator can bloat the archive (results land in events and artifacts)
+MAX_RESULT_BYTES = 8 << 20
 
 
 class Progress:
@@ -111,7 +116,8 @@ class Timings:
         table[cid] = table.get(cid, 0.0) + seconds
 
 
-def _evaluator_parts(engine: LocalEngine) -> dict[str, Any]:
+def evaluator_parts(engine: LocalEngine) -> dict[str, Any]:
+    """What evaluator.lock.json holds: the fingerprint and the parts it is made of."""
     return {
         "fingerprint": engine.fingerprint(),
         "engine": engine.name,
@@ -153,6 +159,8 @@ class Engine:
         self.task_lock = task_lock
         self.taskset = taskset
         self.evaluator = evaluator
+        # training data is audited against the gate and sealed items (D/T/H builds)
+        evaluator.protect({s: [taskset.tasks[t] for t in task_lock.split[s]] for s in SPLITS[1:]})
         self.repo = repo
         self.lock = lock
         self.retry_failed = retry_failed
@@ -162,7 +170,13 @@ class Engine:
         self.surface = Surface(
             tuple(self.recipe.surface.include), tuple(self.recipe.surface.exclude)
         )
-        self.view = StateView(state, repo, paths.root)
+        self.view = StateView(
+            state,
+            repo,
+            paths.root,
+            gate_detail=self.recipe.information.gate_detail,
+            on_violation=self._violation,
+        )
         self.ops: dict[str, Operator] = {
             slot: cls(config) for slot, (cls, config) in resolved.operators.items()
         }
@@ -175,6 +189,9 @@ class Engine:
         self.validate_op = cast(ValidateOperator | None, self.ops.get("validate"))
         self.novelty_op = cast(NoveltyOperator | None, self.ops.get("novelty"))
         self.reflect_op = cast(ReflectOperator | None, self.ops.get("reflect"))
+        for op in self.ops.values():
+            if isinstance(op, UntrustedOperator):  # its code comes from candidate trees
+                op.sources = lambda cid: self._clean_export(self.state.candidates[cid])
         self._live: set[str] = set()
         self._retried: set[tuple[str, str]] = set()
         archive.listeners.append(self._on_event)
@@ -218,7 +235,7 @@ class Engine:
             },
         )
         paths.write_json(paths.tasks_lock, task_lock.to_json())
-        paths.write_json(paths.evaluator_lock, _evaluator_parts(evaluator))
+        paths.write_json(paths.evaluator_lock, evaluator_parts(evaluator))
         paths.pubkey.write_bytes(signer.public.pem())
         repo = CandidateRepo.create(paths.repo)
         seed_tree = repo.store(seed_snap)
@@ -318,15 +335,24 @@ class Engine:
     def _rng(self, cid: str, slot: str) -> random.Random:
         return random.Random(f"{self.recipe.random_seed}:{cid}:{slot}")
 
+    def _violation(self, v: dict[str, Any]) -> None:
+        """An operator read beyond its view: on record at once, even if it swallows the error."""
+        self._append("information_flow_violation", v)
+
     def _call(self, cid: str, slot: str, fn: Callable[[], R], expect: type[R]) -> R:
         """Run one operator call, timed; its exceptions and bad results become OperatorFailed."""
         faults.reached("stage:" + slot)
         self.progress.stage(cid, slot)
         start = time.perf_counter()
+        spec = self.recipe.slots.get(slot)
         try:
-            result = fn()
+            with self.view.calling(slot, spec.operator if spec else "", cid):
+                result = fn()
             if not isinstance(result, expect):
                 raise TypeError(f"returned {type(result).__name__}, expected {expect.__name__}")
+            size = len(result.model_dump_json())
+            if size > MAX_RESULT_BYTES:
+                raise ValueError(f"result too large: {size} bytes (limit {MAX_RESULT_BYTES})")
             return result
         except Exception as exc:
             raise OperatorFailed(slot, exc) from exc
@@ -368,6 +394,9 @@ class Engine:
         seed = st.seed
         if seed is None:
             self._propose_seed()
+            return None
+        if seed.commit is None:  # a crash between the seed's two events: its commit exists
+            self._seed_mutated()
             return None
         for c in st.candidates.values():
             s = c.state
@@ -452,10 +481,14 @@ class Engine:
         self._append(
             "candidate_proposed", {"id": cid, "parent": None, "generation": 0, "reason": "seed"}
         )
+        self._seed_mutated()
+
+    def _seed_mutated(self) -> None:
+        """The seed's commit (made with the run folder) is its mutation."""
         self._append(
             "candidate_mutated",
             {
-                "id": cid,
+                "id": _candidate_id(0),
                 "commit": self.state.seed_commit,
                 "tree": self.state.seed_tree,
                 "parent_commit": None,
@@ -553,15 +586,23 @@ class Engine:
         if not report.changes:
             self._reject(cid, "mutate", ["the mutation changed nothing"], None, parent, mutation)
             return
+        validated: Check | None = None
         if self.validate_op is not None:
             vop = self.validate_op
             vctx = ValidateContext(
                 self.view, self._rng(cid, "validate"), generation, cid, pview, workdir, changes
             )
-            check = self._call(cid, "validate", lambda: vop.validate(vctx), Check)
+            check = validated = self._call(cid, "validate", lambda: vop.validate(vctx), Check)
             if not check.ok:
                 self._reject(
-                    cid, "validate", [check.reason], snap, parent, mutation, output=check.output
+                    cid,
+                    "validate",
+                    [check.reason],
+                    snap,
+                    parent,
+                    mutation,
+                    output=check.output,
+                    validated=check,
                 )
                 return
             snap = snapshot(workdir, self.recipe.surface.ignore)
@@ -605,6 +646,7 @@ class Engine:
                 "description": mutation.description,
                 "changes": changes,
                 "mutation": details,
+                "sandbox": _sandboxes(mutation, validated),
             },
         )
 
@@ -615,7 +657,9 @@ class Engine:
             ids = [t for t in (task_ids or train) if t in train]
             assert parent.commit is not None
             self.task_lock.check(("train",))
-            out = self._run_tasks(cid, "rollout", self._clean_export(parent), ids)
+            out = self._run_tasks(
+                cid, "rollout", self._clean_export(parent), ids, **self._model_hooks(cid, "rollout")
+            )
             return [
                 {
                     "task": r.task_id,
@@ -651,6 +695,7 @@ class Engine:
         *,
         violations: list[dict] | None = None,
         output: str = "",
+        validated: Check | None = None,
     ) -> None:
         evidence = None
         if snap is not None and not snap.problems:
@@ -672,10 +717,33 @@ class Engine:
                 "commit": evidence,
                 "description": mutation.description,
                 "output": output[-4000:],
+                "sandbox": _sandboxes(mutation, validated),
             },
         )
 
     # -- evaluation (framework-owned) ----------------------------------------------
+
+    def _model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
+        """Evaluator hooks of a D/T/H build: record the model built, charge the tokens."""
+        if getattr(self.evaluator, "builder", None) is None:
+            return {}  # no build, no model, no tokens
+
+        def on_built(model: dict[str, Any]) -> None:
+            if split != "rollout":
+                self._append(
+                    "model_built", {"id": cid, "split": split, "attempt": attempt, "model": model}
+                )
+
+        def on_usage(usage: dict[str, int]) -> None:
+            if usage.get("total_tokens"):
+                data = {"id": cid, "slot": "evaluate", "split": split, "attempt": attempt}
+                self._append("usage", {**data, "tokens": usage["total_tokens"], **usage})
+
+        return {
+            "on_built": on_built,
+            "on_usage": on_usage,
+            "token_limit": self.budget.tokens_left(self.state),
+        }
 
     def _run_tasks(
         self,
@@ -684,19 +752,22 @@ class Engine:
         candidate_dir: Path,
         task_ids: list[str],
         on_task: Callable[[TaskRun], None] | None = None,
+        **hooks: Any,
     ) -> EvaluationOutput:
-        tasks = [self.taskset.tasks[t] for t in task_ids]
         done = 0
-        self.progress.tasks(cid, split, 0, len(tasks))
+        self.progress.tasks(cid, split, 0, len(task_ids))
 
         def on_done(run: TaskRun) -> None:
             nonlocal done
             done += 1
             if on_task is not None:
                 on_task(run)
-            self.progress.tasks(cid, split, done, len(tasks))
+            self.progress.tasks(cid, split, done, len(task_ids))
 
-        out = self.evaluator.run(candidate_dir, tasks, self.archive.put, on_done)
+        put = self.archive.put
+        out = run_tasks(
+            self.evaluator, self.taskset, candidate_dir, task_ids, put, on_done, **hooks
+        )
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
         return out
 
@@ -733,7 +804,8 @@ class Engine:
                     },
                 )
 
-            out = self._run_tasks(c.id, split, dest, ids, on_task=evidence)
+            hooks = self._model_hooks(c.id, split, attempt)
+            out = self._run_tasks(c.id, split, dest, ids, on_task=evidence, **hooks)
             rewards = {t: out.runs[t].reward for t in ids}
             predicate = EvaluationPredicate(
                 run_id=self.state.run_id,
@@ -749,6 +821,7 @@ class Engine:
                 trajectories={t: out.runs[t].trajectory_digest for t in ids},
                 score=aggregate(rewards),
                 isolation=self.evaluator.isolation,
+                model=out.model,
                 framework_version=__version__,
                 started_at=started,
                 finished_at=time.time(),
@@ -757,6 +830,20 @@ class Engine:
             self._append(
                 "evaluation_certified",
                 {"id": c.id, "split": split, "attempt": attempt, "envelope": envelope},
+            )
+        except BuildRejected as exc:  # the candidate's own build failed: it ends rejected
+            where = {"id": c.id, "split": split, "attempt": attempt}
+            self._append("evaluation_failed", {**where, "error": str(exc), "build": exc.details})
+            self._append(
+                "candidate_rejected",
+                {
+                    "id": c.id,
+                    "stage": exc.stage,
+                    "reasons": [exc.reason],
+                    "commit": c.commit,
+                    "description": c.description,
+                    "details": exc.details,
+                },
             )
         except Exception as exc:  # infrastructure failure: evidence kept, explicit retry
             trace = self.archive.put("".join(traceback.format_exception(exc)).encode())
@@ -872,6 +959,12 @@ def _tails(run: TaskRun) -> dict[str, str]:
     return {k: agent.get(k, "") for k in ("stdout_tail", "stderr_tail")}
 
 
+def _sandboxes(mutation: Mutation, check: Check | None) -> dict[str, Any]:
+    """How the mutate (and validate) operators were confined, for the candidate's event."""
+    used = {"mutate": mutation.sandbox, "validate": check.sandbox if check else None}
+    return {slot: u.model_dump(mode="json") for slot, u in used.items() if u is not None}
+
+
 def _change_dict(ch: Any) -> dict[str, Any]:
     d = {"kind": ch.kind, "path": ch.path}
     if ch.old_path:
@@ -888,6 +981,38 @@ def _make_evaluator(resolved: recipe_mod.ResolvedRecipe, work: Path) -> LocalEng
     return factory(resolved.evaluator_config, work)
 
 
+def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:
+    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``)."""
+    entry = ENGINES.get(engine)
+    if entry is None:
+        raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
+    config_cls, factory = entry
+    try:
+        parsed = config_cls.model_validate(config)
+    except ValidationError as exc:
+        raise LockMismatch(
+            f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
+        ) from exc
+    return factory(parsed, work)
+
+
+def run_tasks(
+    evaluator: LocalEngine,
+    taskset: TaskSet,
+    candidate_dir: Path,
+    task_ids: list[str],
+    put: Callable[[bytes], str],
+    on_done: Callable[[TaskRun], None] | None = None,
+    **hooks: Any,
+) -> EvaluationOutput:
+    """Run ``task_ids`` on an exported candidate: the one way the framework runs tasks.
+
+    ``hooks`` (``on_built``, ``on_usage``, ``token_limit``) reach a D/T/H evaluator's build
+    and model server."""
+    tasks = [taskset.tasks[t] for t in task_ids]
+    return evaluator.run(candidate_dir, tasks, put, on_done, **hooks)
+
+
 def _check_recipe(paths: RunPaths, st: RunState) -> recipe_mod.ResolvedRecipe:
     lock = paths.read_json(paths.recipe_lock)
     raw = recipe_mod.load_yaml(paths.recipe)
@@ -900,7 +1025,7 @@ def _check_recipe(paths: RunPaths, st: RunState) -> recipe_mod.ResolvedRecipe:
             where=str(paths.recipe),
         )
     resolved = recipe_mod.from_data(raw, paths.recipe)
-    if resolved.digest != lock["digest"] or resolved.digest != st.recipe_digest:
+    if resolved.digest != lock.get("digest") or resolved.digest != st.recipe_digest:
         changed = _diff_keys(lock.get("resolved", {}), resolved.data)
         what = ", ".join(changed[:5]) or "its digest"
         raise LockMismatch(
@@ -920,7 +1045,7 @@ def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 def _check_evaluator(paths: RunPaths, evaluator: LocalEngine, st: RunState) -> None:
     lock = paths.read_json(paths.evaluator_lock)
-    now = _evaluator_parts(evaluator)
+    now = evaluator_parts(evaluator)
     if now["fingerprint"] == lock.get("fingerprint") == st.evaluator_fingerprint:
         return
     changed = [k for k in ("engine", "config", "isolation", "framework") if now[k] != lock.get(k)]

@@ -110,6 +110,12 @@ class Budget(_Strict):
     max_cost: float | None = Field(None, ge=0)
 
 
+class InformationSpec(_Strict):
+    """What operators may see beyond the default view (see rsiframe.api.INFORMATION)."""
+
+    gate_detail: bool = Field(False, description="per-task gate rewards for every slot")
+
+
 class Recipe(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
@@ -121,6 +127,7 @@ class Recipe(_Strict):
     budget: Budget = Field(default_factory=Budget)
     children_per_generation: int = Field(4, ge=1)
     random_seed: int = 0
+    information: InformationSpec = Field(default_factory=InformationSpec)
 
 
 @dataclass
@@ -183,7 +190,7 @@ def _absolutize(data: dict[str, Any], base: Path) -> None:
     if isinstance(slots, dict):
         for spec in slots.values():
             op = spec.get("operator") if isinstance(spec, dict) else None
-            if isinstance(op, str) and ":" in op:
+            if isinstance(op, str) and ":" in op and not op.startswith("candidate:"):
                 target, _, attr = op.rpartition(":")
                 if target.endswith(".py") or "/" in target:
                     spec["operator"] = f"{(base / target).resolve()}:{attr}"

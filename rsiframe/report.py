@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from rsiframe.archive import get_artifact, get_json
 from rsiframe.budget import BudgetGuard
-from rsiframe.candidates import CandidateRepo
-from rsiframe.errors import ArchiveCorrupt, RsiError
-from rsiframe.loader import LoadedRun, load_run
+from rsiframe.errors import RunFolderError
+from rsiframe.loader import LoadedRun
 from rsiframe.recipe import Budget
 from rsiframe.state import CANDIDATE_STATES, Candidate, RunState
-from rsiframe.tasks import TaskLock
 
 
 class Scores(BaseModel):
@@ -35,6 +31,43 @@ class CandidateStatus(BaseModel):
     decision: str | None
     reasons: list[str]
     commit: str | None
+    #: D/T/H builds: model and dataset digests, cache hits, training seconds, tokens
+    model: dict[str, Any] | None = None
+    #: the contamination audit of its dataset (counts only for sealed), when one ran
+    contamination: dict[str, Any] | None = None
+
+
+def model_of(c: Candidate) -> dict[str, Any] | None:
+    """The model a candidate's latest record (or model_built event) names, in short."""
+    rec = next((r for s in ("gate", "train", "sealed") if (r := c.record(s)) is not None), None)
+    m = rec.predicate.model if rec is not None and rec.predicate.model else c.model
+    if not m:
+        return None
+    steps = m.get("steps", {})
+    return {
+        "name": m.get("name"),
+        "weights_digest": m.get("weights_digest"),
+        "config_digest": m.get("config_digest"),
+        "dataset_digest": m.get("dataset_digest"),
+        "cached": {k: v.get("cached") for k, v in steps.items()},
+        "training_seconds": m.get("training_seconds"),
+        "tokens": (m.get("tokens") or {}).get("total_tokens"),
+    }
+
+
+def contamination_of(c: Candidate) -> dict[str, Any] | None:
+    audit = ((c.rejected or {}).get("details") or {}).get("audit")
+    if audit is None and c.model:
+        audit = c.model.get("contamination") or None
+    return dict(audit) if audit else None
+
+
+def _flag(c: CandidateStatus) -> str:
+    a = c.contamination
+    if not a or not a.get("contaminated"):
+        return ""
+    counts = ", ".join(f"{n} {s}" for s, n in a.get("overlapping", {}).items() if n)
+    return f"contaminated ({a.get('policy')}: {counts} items); "
 
 
 class StatusReport(BaseModel):
@@ -49,12 +82,8 @@ class StatusReport(BaseModel):
     counts: dict[str, int]
     candidates: list[CandidateStatus]
     notes: list[str]
-
-
-class VerifyReport(BaseModel):
-    ok: bool
-    records: int
-    problems: list[str]
+    #: operators' reads beyond their slot's view (information_flow_violation events)
+    violations: list[dict[str, Any]] = []
 
 
 def scores_of(c: Candidate) -> Scores:
@@ -67,13 +96,24 @@ def _reasons(c: Candidate) -> list[str]:
     if c.abandoned:
         return [c.abandoned]
     errors = [a.error for tries in c.attempts.values() for a in tries[-1:] if a.error]
+    for split in ("train", "gate") if not errors else ():
+        rec = c.record(split)
+        if rec is not None and rec.predicate.errors:  # e.g. a harness that hung or crashed
+            errs = rec.predicate.errors
+            first = next(iter(errs.values())).splitlines()[0]
+            errors.append(f"{split}: {len(errs)}/{len(rec.predicate.rewards)} tasks: {first}")
     return errors
 
 
 def status_of(loaded: LoadedRun) -> StatusReport:
     st = loaded.state
     lock = loaded.paths.read_json(loaded.paths.recipe_lock)
-    guard = BudgetGuard(Budget.model_validate(lock["resolved"].get("budget", {})))
+    try:
+        guard = BudgetGuard(Budget.model_validate(lock["resolved"].get("budget", {})))
+    except (KeyError, AttributeError, ValidationError) as exc:
+        raise RunFolderError(
+            "recipe.lock.json holds no valid resolved recipe", where=str(loaded.paths.root)
+        ) from exc
     counts = dict.fromkeys(CANDIDATE_STATES, 0)
     rows = []
     for c in st.candidates.values():
@@ -89,6 +129,8 @@ def status_of(loaded: LoadedRun) -> StatusReport:
                 decision=c.decision["reason"] if c.decision else None,
                 reasons=_reasons(c),
                 commit=c.commit,
+                model=model_of(c),
+                contamination=contamination_of(c),
             )
         )
     champ = st.champion()
@@ -105,64 +147,8 @@ def status_of(loaded: LoadedRun) -> StatusReport:
         counts=counts,
         candidates=rows,
         notes=loaded.notes + st.problems,
+        violations=list(st.violations),
     )
-
-
-def verify(root: Path) -> VerifyReport:
-    """Every signature, the hash chain, the locks, commits and evidence of every record."""
-    try:
-        loaded = load_run(root, strict=False, every_signature=True)
-    except RsiError as exc:
-        if exc.exit_code == 2 and "run folder" in exc.message:
-            raise
-        return VerifyReport(ok=False, records=0, problems=[str(exc)])
-    st = loaded.state
-    problems = list(st.problems)
-    paths = loaded.paths
-    try:
-        lock = paths.read_json(paths.recipe_lock)
-        if lock.get("digest") != st.recipe_digest:
-            problems.append("recipe.lock.json digest differs from the run's recipe digest")
-        task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
-        if task_lock.fingerprint != st.taskset_fingerprint:
-            problems.append("tasks.lock.json differs from the run's task-set fingerprint")
-        evaluator = paths.read_json(paths.evaluator_lock)
-        if evaluator.get("fingerprint") != st.evaluator_fingerprint:
-            problems.append("evaluator.lock.json differs from the run's evaluator fingerprint")
-    except RsiError as exc:
-        problems.append(str(exc))
-    repo = CandidateRepo(paths.repo)
-    try:
-        for c in st.candidates.values():
-            if c.commit is None:
-                continue
-            if not repo.has_commit(c.commit):
-                problems.append(f"{c.id}: commit {c.commit[:12]} is missing from repo.git")
-            elif repo.tree_of(c.commit) != c.tree:
-                problems.append(f"{c.id}: commit {c.commit[:12]} does not have the recorded tree")
-            if c.state == "admitted" and c.record("gate") is None:
-                problems.append(f"{c.id}: admitted without a verified gate record")
-            problems += _evidence_problems(paths.root, c)
-    finally:
-        repo.close()
-    return VerifyReport(ok=not problems, records=st.records, problems=problems)
-
-
-def _evidence_problems(root: Path, c: Candidate) -> list[str]:
-    """Every trajectory a certificate names, and every log it names, exists unaltered."""
-    problems = []
-    for tries in c.attempts.values():
-        for a in tries:
-            if a.record is None:
-                continue
-            for task, digest in a.record.predicate.trajectories.items():
-                try:
-                    traj = get_json(root, digest)
-                    for ref in traj.get("artifacts", {}).values():
-                        get_artifact(root, ref)
-                except (ArchiveCorrupt, ValueError) as exc:
-                    problems.append(f"{c.id}/{a.split}#{a.attempt} {task}: {exc.args[0]}")
-    return problems
 
 
 def _fmt(x: float | None) -> str:
@@ -227,6 +213,12 @@ def print_summary(report: StatusReport, console: Console) -> None:
     console.print(f"details: rsiframe status {report.path}")
     for note in report.notes:
         console.print(f"note: {note}")
+    for v in report.violations:
+        console.print(
+            f"information-flow violation: {v.get('slot')} operator {v.get('operator')} "
+            f"({v.get('candidate')}) asked for {v.get('detail') or v.get('asked')}",
+            highlight=False,
+        )
 
 
 def candidate_table(report: StatusReport) -> Table:
@@ -236,7 +228,7 @@ def candidate_table(report: StatusReport) -> Table:
             col, justify="right" if col in ("train", "gate", "sealed") else "left", overflow="fold"
         )
     for c in report.candidates:
-        why = (
+        why = _flag(c) + (
             c.description
             if c.state in ("admitted", "declined") or not c.reasons
             else ("; ".join(c.reasons))

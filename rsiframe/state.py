@@ -61,6 +61,7 @@ class Candidate:
     recorded: bool = False
     rollout: str | None = None
     analysis: str | None = None
+    model: dict[str, Any] | None = None  # the latest model_built (D/T/H builds)
 
     @property
     def is_seed(self) -> bool:
@@ -150,6 +151,8 @@ class RunState:
     problems: list[str] = field(default_factory=list)
     records: int = 0
     lessons_digest: str | None = None
+    #: operators' attempts to read beyond their slot's view (information_flow_violation)
+    violations: list[dict[str, Any]] = field(default_factory=list)
 
     # -- folding ---------------------------------------------------------------------
 
@@ -282,6 +285,12 @@ class RunState:
     def _on_generation_reflected(self, ev: Event, d: dict[str, Any]) -> None:
         self.reflected[d["generation"]] = d["lessons"]
         self.lessons_digest = d["lessons"]
+
+    def _on_information_flow_violation(self, ev: Event, d: dict[str, Any]) -> None:
+        self.violations.append({"seq": ev.seq, **d})
+
+    def _on_model_built(self, ev: Event, d: dict[str, Any]) -> None:
+        self.candidates[d["id"]].model = d["model"]
 
     def _on_usage(self, ev: Event, d: dict[str, Any]) -> None:
         self.tokens += int(d.get("tokens", 0))
