@@ -200,9 +200,11 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _read_capped(f, limit: int) -> tuple[bytes, bool]:  # type: ignore[no-untyped-def]
-    size = f.seek(0, os.SEEK_END)
-    f.seek(0)
-    return f.read(limit), size > limit
+    # pread, not seek+read: the file offset is shared with the child, and a process that
+    # outlives the kill by a moment (bwrap's pid namespace dies asynchronously) moves it
+    fd = f.fileno()
+    size = os.fstat(fd).st_size
+    return os.pread(fd, min(limit, size), 0), size > limit
 
 
 class Sandbox:
