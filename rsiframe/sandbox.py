@@ -177,6 +177,9 @@ def _execute(
             done.set()
             if isinstance(watcher, threading.Timer):
                 watcher.cancel()
+            else:
+                # it reads the output files' sizes: they must outlive it (they close below)
+                watcher.join()
             with _live_lock:
                 _live.discard(proc)
         duration = time.monotonic() - start

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -460,3 +461,18 @@ def test_bwrap_hides_the_key_folder_even_under_a_mount(
     assert res.stdout == b"fine"
     assert b"PRIVATE" not in res.stdout and b"also private" not in res.stdout
     assert (keys / "run.key").read_text() == "PRIVATE"  # masked, not touched
+
+
+def test_output_watcher_is_gone_before_the_output_files_close(
+    box: tuple[Mount, Path],
+) -> None:
+    # the watcher polls the output files' sizes; still running once they close, it raised
+    # "I/O operation on closed file" in its thread (found by the integrity self-test)
+    m, _ = box
+    before = {t.ident for t in threading.enumerate()}
+    for _ in range(20):
+        res = ProcessSandbox().run(
+            ["/bin/sh", "-c", "echo hi"], mounts=[m], cwd=m, env={}, timeout=10, output_cap=1 << 20
+        )
+        assert res.ok
+        assert {t.ident for t in threading.enumerate()} == before
