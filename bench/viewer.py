@@ -33,6 +33,7 @@ from rsiframe import __version__
 from rsiframe import recipe as recipe_mod
 from rsiframe.archive import Archive
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
+from rsiframe.digest import sha256_json
 from rsiframe.gittree import Entry, Snapshot, blob_sha
 from rsiframe.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.runfolder import RunPaths
@@ -133,7 +134,7 @@ class Builder:
         root = self.paths.root
         root.mkdir(parents=True, exist_ok=True)
         resolved = _resolved(self.name)
-        digest = "sha256:" + blob_sha(repr(resolved).encode())
+        digest = sha256_json(resolved)  # as recipe.from_data computes it
         self.recipe_digest = digest
         self.paths.recipe.write_text(recipe_mod.dump(resolved))
         self.paths.write_json(
@@ -145,9 +146,15 @@ class Builder:
         self.fingerprint = lock.fingerprint
         self.paths.write_json(self.paths.tasks_lock, lock.to_json())
         self.evaluator = "e" * 64
-        self.paths.write_json(
+        self.paths.write_json(  # the parts LocalEngine.lock_parts names (the fingerprint is fake)
             self.paths.evaluator_lock,
-            {"engine": "local", "fingerprint": self.evaluator, "isolation": "bwrap"},
+            {
+                "fingerprint": self.evaluator,
+                "engine": "local",
+                "config": resolved["evaluator"]["config"],
+                "isolation": "bwrap",
+                "framework": __version__,
+            },
         )
         self.paths.pubkey.write_bytes(self.signer.public.pem())
         self.repo = CandidateRepo.create(self.paths.repo)

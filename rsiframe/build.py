@@ -390,7 +390,7 @@ class Builder:
     def build(self, candidate_dir: Path, put: Put, audit: Audit | None = None) -> Built:
         """Build (or reuse) the candidate's dataset and model; audit new datasets."""
         cfg = self.config
-        data_inputs = {n: _input_digest(candidate_dir, n) for n in cfg.data_inputs}
+        data_inputs = {n: _input_digest("data", candidate_dir, n) for n in cfg.data_inputs}
         dkey = self._key("data", inputs=data_inputs)
         dataset = self._step(
             "data",
@@ -417,7 +417,7 @@ class Builder:
             contamination = result.summary(cfg.contamination.max_examples)
             if result.contaminated and cfg.contamination.policy == "reject":
                 raise BuildRejected("contamination", result.reason(), {"audit": contamination})
-        train_inputs = {n: _input_digest(candidate_dir, n) for n in cfg.train_inputs}
+        train_inputs = {n: _input_digest("train", candidate_dir, n) for n in cfg.train_inputs}
         mkey = self._key("train", dataset=dataset.digest, inputs=train_inputs)
         m_data = Mount(dataset.dir, "/build/dataset")
         model = self._step(
@@ -472,8 +472,8 @@ class Builder:
         return ref
 
 
-def _input_digest(candidate_dir: Path, name: str) -> str:
+def _input_digest(step: str, candidate_dir: Path, name: str) -> str:
     path = candidate_dir / name
     if not path.is_dir():
-        raise BuildRejected("data" if name == "data" else "train", f"no {name}/ folder")
+        raise BuildRejected(step, f"no {name}/ folder")
     return tree_digest(path)

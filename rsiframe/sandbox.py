@@ -35,6 +35,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rsiframe.errors import SandboxError
+from rsiframe.keys import key_dir
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
 #: how often a run with a hard output limit checks the size of what was written
@@ -81,14 +82,6 @@ def base_env() -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
-
-
-def key_dir() -> Path:
-    """Where signing keys live (as :mod:`rsiframe.signing` finds them); never shown inside."""
-    configured = os.environ.get("RSIFRAME_KEY_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".local" / "share" / "rsiframe" / "keys"
 
 
 def memory_prefix(memory_mb: int | None) -> list[str]:

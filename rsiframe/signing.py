@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from rsiframe.digest import canonical_json, sha256_bytes
 from rsiframe.errors import KeyMissing
+from rsiframe.keys import key_dir
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 #: archive events are signed under their own payload type, so an event signature can
@@ -28,15 +28,6 @@ EVENT_TYPE = "application/vnd.rsiframe.event+json"
 
 class BadSignature(Exception):
     """An envelope does not verify under the run's public key."""
-
-
-def key_dir() -> Path:
-    """Where private keys live: $RSIFRAME_KEY_DIR, else $XDG_DATA_HOME/rsiframe/keys."""
-    explicit = os.environ.get("RSIFRAME_KEY_DIR")
-    if explicit:
-        return Path(explicit)
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "rsiframe" / "keys"
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:

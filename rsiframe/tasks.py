@@ -249,10 +249,11 @@ class TaskLock:
                 split={s: [str(t) for t in data["split"][s]] for s in SPLITS},
                 files={str(t): dict(v["files"]) for t, v in data["tasks"].items()},
             )
-            lock.fingerprint  # noqa: B018 - every task of the split has its rows
+            fingerprint = lock.fingerprint  # every task of the split has its rows
+            recorded = data["fingerprint"]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise TaskSetChanged(f"tasks.lock.json is malformed ({exc!r})") from exc
-        if lock.fingerprint != data["fingerprint"]:
+        if fingerprint != recorded:
             raise TaskSetChanged("task lock's fingerprint does not match its contents")
         return lock
 

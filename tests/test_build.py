@@ -153,6 +153,15 @@ def test_missing_parts_are_rejected(tmp_path: Path) -> None:
         builder(tmp_path).build(seed, Store().put)
 
 
+def test_a_missing_data_input_is_rejected_at_the_data_step(tmp_path: Path) -> None:
+    # the stage is the step that lists the input, not a guess from its name
+    seed = write_seed(tmp_path / "seed")
+    with pytest.raises(BuildRejected) as info:
+        builder(tmp_path, data_inputs=["data", "extra"]).build(seed, Store().put)
+    assert info.value.stage == "data" and info.value.reason == "no extra/ folder"
+    assert not (tmp_path / "cache").exists()  # rejected before any step ran
+
+
 # -- end to end through the engine ----------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rsiframe import sandbox, signing
 from rsiframe.errors import SandboxError
 from rsiframe.sandbox import (
     BwrapSandbox,
@@ -461,6 +462,47 @@ def test_bwrap_hides_the_key_folder_even_under_a_mount(
     assert res.stdout == b"fine"
     assert b"PRIVATE" not in res.stdout and b"also private" not in res.stdout
     assert (keys / "run.key").read_text() == "PRIVATE"  # masked, not touched
+
+
+@pytest.mark.parametrize("explicit", [None, "abs", "~/keys"])
+@pytest.mark.parametrize("xdg", [None, "", "set"])
+def test_the_sandbox_masks_the_key_folder_signing_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, explicit: str | None, xdg: str | None
+) -> None:
+    # the folder signing writes keys to is the one the sandbox masks, in every environment
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if explicit is None:
+        monkeypatch.delenv("RSIFRAME_KEY_DIR", raising=False)
+    else:
+        value = str(tmp_path / "explicit") if explicit == "abs" else explicit
+        monkeypatch.setenv("RSIFRAME_KEY_DIR", value)
+    if xdg is None:
+        monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg") if xdg else "")
+    assert sandbox.key_dir() == signing.key_dir()
+
+
+@needs_bwrap
+def test_bwrap_hides_a_key_written_under_xdg_data_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RSIFRAME_KEY_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    signing.create_signer("run-1")
+    pem = tmp_path / "xdg" / "rsiframe" / "keys" / "run-1.pem"
+    assert pem.is_file()
+    (tmp_path / "xdg" / "other.txt").write_text("fine")
+    m = Mount(tmp_path, "/host")
+    res = _sh(
+        BwrapSandbox(),
+        "cat /host/xdg/other.txt; ls -A /host/xdg/rsiframe/keys; "
+        "cat /host/xdg/rsiframe/keys/run-1.pem; true",
+        [m],
+    )
+    assert res.stdout == b"fine"
+    assert b"PRIVATE KEY" in pem.read_bytes()  # masked, not touched
 
 
 def test_output_watcher_is_gone_before_the_output_files_close(

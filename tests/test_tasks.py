@@ -345,6 +345,14 @@ def test_from_json_rejects_edited_lock(tmp_path: Path) -> None:
         TaskLock.from_json(data)
 
 
+def test_from_json_without_a_fingerprint_is_malformed(tmp_path: Path) -> None:
+    _ts, lock = _lock(tmp_path)
+    data = lock.to_json()
+    del data["fingerprint"]
+    with pytest.raises(TaskSetChanged, match=r"tasks\.lock\.json is malformed"):
+        TaskLock.from_json(data)
+
+
 def test_lock_only_covers_split_tasks(tmp_path: Path) -> None:
     ts = _taskset(tmp_path / "set", 5)
     lock = TaskLock.freeze(ts, {"train": ["t00"], "gate": ["t01"], "sealed": ["t02"]})

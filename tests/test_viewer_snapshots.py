@@ -115,6 +115,14 @@ def test_rejected_and_failed_candidates_show_why(synthetic: Path) -> None:
     asyncio.run(drive())
 
 
+def test_synthetic_run_verifies(synthetic: Path) -> None:
+    """The bench's run is a valid run folder: ``rsiframe verify`` finds no problem in it."""
+    from rsiframe.verify import verify
+
+    report = verify(synthetic)
+    assert report.ok and not report.problems, report.problems
+
+
 def _plain(widget) -> str:
     from rich.console import Console
 
