@@ -25,6 +25,7 @@ import yaml
 
 from rsiframe.evaluator import LocalEngine
 from rsiframe.preflight import plan
+from rsiframe.tasks import tasks_by_split
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,7 +72,7 @@ def main() -> int:
     os.environ["RSIFRAME_CACHE_DIR"] = str(tmp / "cache")
     (tmp / "work").mkdir()
     engine = LocalEngine(p.resolved.evaluator_config, tmp / "work")
-    engine.protect({s: [p.taskset.tasks[t] for t in p.split[s]] for s in ("gate", "sealed")})
+    engine.protect(tasks_by_split(p.taskset, p.split))
     seed = tmp / "seed"
     shutil.copytree(p.resolved.recipe.seed, seed)
     child = tmp / "harness-child"

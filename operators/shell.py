@@ -18,7 +18,6 @@ by one.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from rsiframe.api import SandboxUse
@@ -50,9 +49,7 @@ def run_command(
     sb = make_sandbox(options.sandbox)
     work = Mount(workdir, WORK_INSIDE, writable=True)
     mounts = [work]
-    full_env = {k: os.environ[k] for k in options.pass_env if k in os.environ}
-    full_env.update(options.env)
-    full_env.update(env)
+    full_env = {**options.host_env(), **env}
     full_env["RSI_WORKDIR"] = sb.view(work)
     if inputs is not None:
         m_in = Mount(inputs, INPUTS_INSIDE)
@@ -72,15 +69,7 @@ def run_command(
         memory_mb=options.memory_mb,
         output_cap=options.output_cap_bytes,
     )
-    use = SandboxUse(
-        isolation=sb.isolation,
-        requested=options.sandbox,
-        network=list(options.network.allow),
-        memory_mb=options.memory_mb,
-        timeout_s=timeout,
-        passed_env=sorted(k for k in options.pass_env if k in os.environ),
-    )
-    return res, use
+    return res, SandboxUse(**options.use_fields(sb.isolation, timeout))
 
 
 def failure(res: ProcResult, timeout: float, options: SandboxOptions) -> str | None:

@@ -77,6 +77,23 @@ class LoadResult:
     torn: bytes  # the bytes of a torn last line, if any
 
 
+def parse_line(line: bytes, where: str) -> Event:
+    """One line of ``events.jsonl`` as an :class:`Event` (not yet checked against the chain)."""
+    try:
+        obj = json.loads(line)
+        return Event(
+            seq=obj["seq"],
+            type=obj["type"],
+            data=obj["data"],
+            ts=obj["ts"],
+            prev=obj["prev"],
+            hash=sha256_bytes(line),
+            sig=obj.get("sig"),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArchiveCorrupt(f"unreadable event ({exc})", where=where) from exc
+
+
 def read_events(run_dir: Path) -> LoadResult:
     """Parse and chain-check every event. Raises :class:`ArchiveCorrupt` on a broken link."""
     path = run_dir / EVENTS
@@ -90,19 +107,7 @@ def read_events(run_dir: Path) -> LoadResult:
     prev = GENESIS
     for i, line in enumerate(lines):
         where = f"{path}: event {i}"
-        try:
-            obj = json.loads(line)
-            ev = Event(
-                seq=obj["seq"],
-                type=obj["type"],
-                data=obj["data"],
-                ts=obj["ts"],
-                prev=obj["prev"],
-                hash=sha256_bytes(line),
-                sig=obj.get("sig"),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ArchiveCorrupt(f"unreadable event ({exc})", where=where) from exc
+        ev = parse_line(line, where)
         if ev.seq != i:
             raise ArchiveCorrupt(f"sequence number {ev.seq} out of order", where=where)
         if ev.prev != prev:

@@ -23,7 +23,6 @@ raises :class:`BuildRejected` (its fault, not the infrastructure's).
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
 import shutil
@@ -281,24 +280,15 @@ class Builder:
     ) -> tuple[Path, ProcResult, Path]:
         stage = self.work_root / f"build-{step}-{uuid.uuid4().hex[:8]}"
         mounts = []
-        for name in inputs:
-            src = candidate_dir / name
-            if not src.is_dir():
-                raise BuildRejected(step, f"the candidate has no {name}/ folder")
+        for name in inputs:  # each one checked by _input_digest before the build started
             dst = stage / "in" / name
-            shutil.copytree(src, dst, symlinks=True)
+            shutil.copytree(candidate_dir / name, dst, symlinks=True)
             mounts.append(Mount(dst, f"/build/{name}"))
         out = stage / "out"
         out.mkdir(parents=True)
         m_out = Mount(out, "/build/out", writable=True)
         sb = self.sandbox
         full_env = {**self._env(), **env, out_var: sb.view(m_out)}
-        kwargs: dict[str, Any] = {}
-        if (
-            self.config.memory_mb is not None
-            and "memory_mb" in inspect.signature(sb.run).parameters
-        ):
-            kwargs["memory_mb"] = self.config.memory_mb
         res = sb.run(
             ["sh", "-c", command],
             mounts=[*mounts, *extra, m_out],
@@ -307,7 +297,7 @@ class Builder:
             timeout=timeout,
             network=False,
             output_limit=1 << 20,
-            **kwargs,
+            memory_mb=self.config.memory_mb,
         )
         return out, res, stage
 
@@ -321,16 +311,21 @@ class Builder:
             why = f"exited with status {res.exit_code}: {last}"
         return BuildRejected(step, why, {"stderr_tail": tail[-TAIL:]})
 
+    @staticmethod
+    def _check_output(step: str, out: Path, max_mb: float, noun: str) -> None:
+        """No symlinks in a step's output, and no more than ``max_mb`` MiB of files."""
+        links = sorted(p.name for p in out.rglob("*") if p.is_symlink())
+        if links:
+            raise BuildRejected(step, f"symlinks in {noun}: {', '.join(links[:3])}")
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        if size > max_mb * (1 << 20):
+            raise BuildRejected(step, f"{noun} is {size >> 20} MiB, over the limit")
+
     def _check_dataset(self, out: Path) -> None:
         path = out / "train.jsonl"
         if not path.is_file():
             raise BuildRejected("data", "the data step wrote no train.jsonl")
-        extra = sorted(p.name for p in out.rglob("*") if p.is_symlink())
-        if extra:
-            raise BuildRejected("data", f"symlinks in the dataset: {', '.join(extra[:3])}")
-        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-        if size > self.config.max_dataset_mb * (1 << 20):
-            raise BuildRejected("data", f"the dataset is {size >> 20} MiB, over the limit")
+        self._check_output("data", out, self.config.max_dataset_mb, "the dataset")
         rows = 0
         with path.open("rb") as f:
             for n, raw in enumerate(f, 1):
@@ -353,12 +348,7 @@ class Builder:
             raise BuildRejected("data", "train.jsonl is empty")
 
     def _check_model(self, out: Path) -> None:
-        links = sorted(p.name for p in out.rglob("*") if p.is_symlink())
-        if links:
-            raise BuildRejected("train", f"symlinks in the model folder: {', '.join(links[:3])}")
-        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-        if size > self.config.max_model_mb * (1 << 20):
-            raise BuildRejected("train", f"the model folder is {size >> 20} MiB, over the limit")
+        self._check_output("train", out, self.config.max_model_mb, "the model folder")
         try:
             check_model_dir(out)
         except ModelRefused as exc:
@@ -473,6 +463,7 @@ class Builder:
 
 
 def _input_digest(step: str, candidate_dir: Path, name: str) -> str:
+    """Digest of the input subtree ``name`` of ``step``; a missing one is the candidate's fault."""
     path = candidate_dir / name
     if not path.is_dir():
         raise BuildRejected(step, f"no {name}/ folder")

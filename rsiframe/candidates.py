@@ -7,7 +7,6 @@ guardrail inspected; exports are checked against the commit's tree hash.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import time
@@ -25,6 +24,8 @@ from rsiframe.gittree import (
     Entry,
     FlatTree,
     Snapshot,
+    object_header,
+    object_sha,
     snapshot,
     tree_objects,
 )
@@ -74,14 +75,18 @@ class CandidateRepo:
         return root
 
     def _put(self, kind: bytes, data: bytes, expect: str) -> None:
-        """Write one loose object (what ``git hash-object -w`` does, without a process)."""
-        body = kind + b" %d\0" % len(data) + data
-        sha = hashlib.sha1(body).hexdigest()
+        """Write an object read from disk, checked against the sha its snapshot recorded."""
+        sha = object_sha(kind, data)
         if sha != expect:  # the file changed while we read it
             raise RuntimeError(f"object changed while storing: expected {expect}, got {sha}")
+        self._write(kind, data, sha)
+
+    def _write(self, kind: bytes, data: bytes, sha: str) -> None:
+        """Write one loose object (what ``git hash-object -w`` does, without a process)."""
         path = self.path / "objects" / sha[:2] / sha[2:]
         if not path.exists():
             path.parent.mkdir(exist_ok=True)
+            body = object_header(kind, len(data)) + data
             write_atomic(path, zlib.compress(body, 1), durable=False)
 
     def commit(
@@ -103,9 +108,9 @@ class CandidateRepo:
             lines.append(f"parent {parent}")
         lines += [f"author {_IDENT} {stamp}", f"committer {_IDENT} {stamp}", "", message, ""]
         body = "\n".join(lines).encode()
-        sha = hashlib.sha1(b"commit %d\0" % len(body) + body).hexdigest()
+        sha = object_sha(b"commit", body)
         if not self.repo.odb.has_object(bytes.fromhex(sha)):
-            self._put(b"commit", body, sha)
+            self._write(b"commit", body, sha)
         self.set_ref(ref, sha)
         if entries is not None:
             self._flat[sha] = dict(entries)
@@ -120,6 +125,21 @@ class CandidateRepo:
         write_atomic(path, f"{sha}\n".encode(), durable=False)
 
     # -- reading ---------------------------------------------------------------
+
+    def ref_target(self, ref: str) -> str | None:
+        """The sha ``ref`` points at (its loose file, else ``packed-refs``); None when unset."""
+        try:
+            return (self.path / ref).read_text().strip()
+        except OSError:
+            pass
+        try:
+            for line in (self.path / "packed-refs").read_text().splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref:
+                    return sha
+        except OSError:
+            pass
+        return None
 
     def has_commit(self, sha: str) -> bool:
         try:

@@ -88,23 +88,15 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     if not quiet:
         engine.progress = progress
     interrupted = False
-    failure: str | None = None
+    # drive() records a failure in the archive; a RunFailure is then reported from the state,
+    # a user error as one line (friendly), anything else as a traceback
     try:
         with progress if not quiet else _Null():
             engine.drive()
     except KeyboardInterrupt:
         interrupted = True
-    except RunFailure as exc:
-        failure = str(exc)
-        engine.archive.append("run_finished", {"state": "failed", "reason": failure})
-    except RsiError as exc:  # e.g. a task edited mid-run: resumable, named in one line
-        engine.archive.append("run_finished", {"state": "failed", "reason": str(exc)})
-        raise
-    except Exception as exc:  # a bug: leave the run resumable, then show the traceback
-        engine.archive.append(
-            "run_finished", {"state": "failed", "reason": f"internal error: {exc!r}"}
-        )
-        raise
+    except RunFailure:
+        pass
     finally:
         engine.close()
     # the engine's own state is the fold of everything it read and wrote: no re-read

@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe.digest import sha256_json
 from rsiframe.tasks import Task
 
 _SPACE = re.compile(r"\s+")
@@ -120,10 +119,6 @@ def task_items(split: str, task: Task) -> list[Item]:
 
 def protected_items(tasks: dict[str, list[Task]]) -> list[Item]:
     return [it for split, ts in tasks.items() for t in ts for it in task_items(split, t)]
-
-
-def items_digest(items: list[Item]) -> str:
-    return sha256_json([[i.split, i.task, i.id, i.text] for i in items])
 
 
 def training_texts(train_jsonl: Path) -> Iterable[str]:

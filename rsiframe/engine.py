@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from rsiframe import __version__, faults
 from rsiframe import recipe as recipe_mod
@@ -60,8 +60,16 @@ from rsiframe.archive import Archive, Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo, fresh_dir
-from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
-from rsiframe.evaluator import ENGINES, EvaluationOutput, LocalEngine, TaskRun
+from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
+from rsiframe.evaluator import (
+    ENGINES,
+    EvaluationOutput,
+    LocalEngine,
+    TaskRun,
+    evaluator_changes,
+    evaluator_parts,
+    run_tasks,
+)
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.guardrail import check as guardrail_check
 from rsiframe.loader import load_run
@@ -72,7 +80,7 @@ from rsiframe.runview import StateView, as_view
 from rsiframe.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.state import Candidate, RunState
 from rsiframe.surface import Surface
-from rsiframe.tasks import SPLITS, TaskLock, TaskSet
+from rsiframe.tasks import SPLITS, TaskLock, TaskSet, tasks_by_split
 from rsiframe.untrusted import UntrustedOperator
 
 R = TypeVar("R", bound=BaseModel)
@@ -116,17 +124,6 @@ class Timings:
         table[cid] = table.get(cid, 0.0) + seconds
 
 
-def evaluator_parts(engine: LocalEngine) -> dict[str, Any]:
-    """What evaluator.lock.json holds: the fingerprint and the parts it is made of."""
-    return {
-        "fingerprint": engine.fingerprint(),
-        "engine": engine.name,
-        "config": engine.config.model_dump(mode="json"),
-        "isolation": engine.isolation,
-        "framework": __version__,
-    }
-
-
 def _candidate_id(n: int) -> str:
     return f"c{n:04d}"
 
@@ -160,7 +157,7 @@ class Engine:
         self.taskset = taskset
         self.evaluator = evaluator
         # training data is audited against the gate and sealed items (D/T/H builds)
-        evaluator.protect({s: [taskset.tasks[t] for t in task_lock.split[s]] for s in SPLITS[1:]})
+        evaluator.protect(tasks_by_split(taskset, task_lock.split))
         self.repo = repo
         self.lock = lock
         self.retry_failed = retry_failed
@@ -371,20 +368,31 @@ class Engine:
         return False
 
     def drive(self) -> str:
-        """Run until finished, exhausted or failed; returns the run state."""
+        """Run until finished, exhausted or failed; returns the run state.
+
+        Ctrl-C appends ``run_interrupted``; any other exception (a :class:`RunFailure`, a
+        user error such as a task edited mid-run, a bug) ends the run as ``failed``, still
+        resumable, and propagates for the caller to report.
+        """
         if not self.needs_work():  # an ended run is left exactly as it is
             assert self.state.terminal is not None
             return str(self.state.terminal["state"])
-        if self.resumed:
-            self.resumed = False
-            self._append("session_started", {"resumed": True, "retry_failed": self.retry_failed})
         try:
-            while True:
-                outcome = self._step()
-                if outcome is not None:
-                    return outcome
-        except KeyboardInterrupt:
-            self._append("run_interrupted", {"reason": "interrupted by the user"})
+            if self.resumed:
+                self.resumed = False
+                self._append(
+                    "session_started", {"resumed": True, "retry_failed": self.retry_failed}
+                )
+            try:
+                while True:
+                    outcome = self._step()
+                    if outcome is not None:
+                        return outcome
+            except KeyboardInterrupt:
+                self._append("run_interrupted", {"reason": "interrupted by the user"})
+                raise
+        except Exception as exc:  # the run stays resumable; the caller reports the error
+            self._append("run_finished", {"state": "failed", "reason": _failure_reason(exc)})
             raise
 
     def _step(self) -> str | None:
@@ -725,7 +733,7 @@ class Engine:
 
     def _model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
         """Evaluator hooks of a D/T/H build: record the model built, charge the tokens."""
-        if getattr(self.evaluator, "builder", None) is None:
+        if self.evaluator.builder is None:
             return {}  # no build, no model, no tokens
 
         def on_built(model: dict[str, Any]) -> None:
@@ -954,6 +962,13 @@ class RunFailure(Exception):
     """The run cannot go on (e.g. select chose a non-admitted parent)."""
 
 
+def _failure_reason(exc: Exception) -> str:
+    """A failed run's reason: the message of a known failure, the repr of anything else (a bug)."""
+    if isinstance(exc, RunFailure | RsiError):
+        return str(exc)
+    return f"internal error: {exc!r}"
+
+
 def _tails(run: TaskRun) -> dict[str, str]:
     agent = run.trajectory.get("agent", {})
     return {k: agent.get(k, "") for k in ("stdout_tail", "stderr_tail")}
@@ -979,38 +994,6 @@ def _event_signer(signer: Signer) -> Callable[[bytes], str]:
 def _make_evaluator(resolved: recipe_mod.ResolvedRecipe, work: Path) -> LocalEngine:
     _config_cls, factory = ENGINES[resolved.recipe.evaluator.engine]
     return factory(resolved.evaluator_config, work)
-
-
-def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:
-    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``)."""
-    entry = ENGINES.get(engine)
-    if entry is None:
-        raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
-    config_cls, factory = entry
-    try:
-        parsed = config_cls.model_validate(config)
-    except ValidationError as exc:
-        raise LockMismatch(
-            f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
-        ) from exc
-    return factory(parsed, work)
-
-
-def run_tasks(
-    evaluator: LocalEngine,
-    taskset: TaskSet,
-    candidate_dir: Path,
-    task_ids: list[str],
-    put: Callable[[bytes], str],
-    on_done: Callable[[TaskRun], None] | None = None,
-    **hooks: Any,
-) -> EvaluationOutput:
-    """Run ``task_ids`` on an exported candidate: the one way the framework runs tasks.
-
-    ``hooks`` (``on_built``, ``on_usage``, ``token_limit``) reach a D/T/H evaluator's build
-    and model server."""
-    tasks = [taskset.tasks[t] for t in task_ids]
-    return evaluator.run(candidate_dir, tasks, put, on_done, **hooks)
 
 
 def _check_recipe(paths: RunPaths, st: RunState) -> recipe_mod.ResolvedRecipe:
@@ -1048,9 +1031,7 @@ def _check_evaluator(paths: RunPaths, evaluator: LocalEngine, st: RunState) -> N
     now = evaluator_parts(evaluator)
     if now["fingerprint"] == lock.get("fingerprint") == st.evaluator_fingerprint:
         return
-    changed = [k for k in ("engine", "config", "isolation", "framework") if now[k] != lock.get(k)]
-    if not changed:
-        changed = ["code"]
+    changed = evaluator_changes(now, lock)
     detail = ""
     if "isolation" in changed:
         detail = f" (isolation {lock.get('isolation')} -> {now['isolation']})"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
@@ -32,15 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, faults
+from rsiframe import __version__, faults, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
 from rsiframe.digest import sha256_bytes, sha256_json
+from rsiframe.errors import LockMismatch
 from rsiframe.sandbox import Mount, ProcResult, Sandbox, kill_all, make_sandbox
 from rsiframe.serving import ModelRefused, ModelServer, OpenEndpoint
-from rsiframe.tasks import Task
+from rsiframe.tasks import Task, TaskSet
 
 TAIL = 4000
 _SKIP_ENV_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
@@ -160,16 +160,17 @@ class LocalEngine:
     def isolation(self) -> str:
         return self.sandbox.isolation
 
+    def lock_parts(self) -> dict[str, Any]:
+        """What the fingerprint covers besides the code: these are named in evaluator.lock.json."""
+        return {
+            "engine": self.name,
+            "config": self.config.model_dump(mode="json"),
+            "isolation": self.isolation,
+            "framework": __version__,
+        }
+
     def fingerprint(self) -> str:
-        return sha256_json(
-            {
-                "engine": self.name,
-                "config": self.config.model_dump(mode="json"),
-                "code": _code_digest(),
-                "isolation": self.isolation,
-                "framework": __version__,
-            }
-        )
+        return sha256_json({**self.lock_parts(), "code": _code_digest()})
 
     def run(
         self,
@@ -299,19 +300,8 @@ class LocalEngine:
         mounts = [m_cand, m_app, m_task, m_agent_logs]
         model_env: dict[str, str] = {}
         if ep is not None:  # the endpoint's folder only, behind the in-sandbox forwarder
-            m_ep = Mount(ep.folder, "/rsi/endpoint")
-            m_fwd = Mount(Path(serving_file()), "/rsi/serving.py")
-            mounts += [m_ep, m_fwd]
-            argv = [
-                sys.executable,
-                sb.view(m_fwd),
-                "forward",
-                "--socket",
-                sb.view(m_ep) + "/api.sock",
-                "--",
-                *argv,
-            ]
-            model_env = {"RSI_MODEL": ep.model}
+            argv, extra, model_env = ep.harness(sb, argv)
+            mounts += extra
         agent = sb.run(
             argv,
             mounts=mounts,
@@ -381,9 +371,7 @@ class LocalEngine:
 
 
 def serving_file() -> str:
-    from rsiframe import serving
-
-    return str(Path(serving.__file__).resolve())
+    return str(serving.SCRIPT)
 
 
 def _phase(res: ProcResult) -> dict[str, Any]:
@@ -400,3 +388,46 @@ def _phase(res: ProcResult) -> dict[str, Any]:
 ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], LocalEngine]]] = {
     "local": (LocalEngineConfig, LocalEngine),
 }
+
+
+def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:
+    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``)."""
+    entry = ENGINES.get(engine)
+    if entry is None:
+        raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
+    config_cls, factory = entry
+    try:
+        parsed = config_cls.model_validate(config)
+    except ValidationError as exc:
+        raise LockMismatch(
+            f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
+        ) from exc
+    return factory(parsed, work)
+
+
+def run_tasks(
+    evaluator: LocalEngine,
+    taskset: TaskSet,
+    candidate_dir: Path,
+    task_ids: list[str],
+    put: Put,
+    on_done: Callable[[TaskRun], None] | None = None,
+    **hooks: Any,
+) -> EvaluationOutput:
+    """Run ``task_ids`` on an exported candidate: the one way the framework runs tasks.
+
+    ``hooks`` (``on_built``, ``on_usage``, ``token_limit``) reach a D/T/H evaluator's build
+    and model server."""
+    tasks = [taskset.tasks[t] for t in task_ids]
+    return evaluator.run(candidate_dir, tasks, put, on_done, **hooks)
+
+
+def evaluator_parts(engine: LocalEngine) -> dict[str, Any]:
+    """What evaluator.lock.json holds: the fingerprint and the parts it is made of."""
+    return {"fingerprint": engine.fingerprint(), **engine.lock_parts()}
+
+
+def evaluator_changes(now: dict[str, Any], locked: dict[str, Any]) -> list[str]:
+    """The parts of ``now`` (:func:`evaluator_parts`) that differ from ``locked``; else ``code``."""
+    changed = [k for k, v in now.items() if k != "fingerprint" and v != locked.get(k)]
+    return changed or ["code"]

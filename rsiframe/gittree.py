@@ -57,8 +57,18 @@ class Snapshot:
         return full.read_bytes()
 
 
+def object_header(kind: bytes, size: int) -> bytes:
+    """What git puts before an object's data, to hash and to store: ``<kind> <size>`` and NUL."""
+    return kind + b" %d\0" % size
+
+
+def object_sha(kind: bytes, data: bytes) -> str:
+    """The git object id of ``data`` as a ``kind`` object (``blob``, ``tree``, ``commit``)."""
+    return hashlib.sha1(object_header(kind, len(data)) + data).hexdigest()
+
+
 def blob_sha(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return object_sha(b"blob", data)
 
 
 def snapshot(root: Path, ignore: Iterable[str] = DEFAULT_IGNORE) -> Snapshot:
@@ -92,7 +102,7 @@ def _walk(base: Path, prefix: str, snap: Snapshot, ignore: tuple[str, ...]) -> N
 
 
 def _file_sha(path: Path, size: int) -> str:
-    h = hashlib.sha1(b"blob %d\0" % size)
+    h = hashlib.sha1(object_header(b"blob", size))
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
@@ -124,7 +134,7 @@ def _tree(node: dict, objects: list[tuple[str, bytes]]) -> str:
     # git orders entries by name, with trees compared as if their name ended in "/"
     rows.sort(key=lambda r: r[0].encode())
     body = b"".join(r[1] for r in rows)
-    sha = hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+    sha = object_sha(b"tree", body)
     objects.append((sha, body))
     return sha
 

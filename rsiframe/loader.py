@@ -22,6 +22,23 @@ def unsigned_events(events: list[Event], verifier: RecordVerifier, *, every: boo
     ]
 
 
+def require_signed(
+    events: list[Event], verifier: RecordVerifier, where: str, *, every: bool = False
+) -> None:
+    """Raise :class:`ArchiveCorrupt` naming the first event of :func:`unsigned_events`."""
+    unsigned = unsigned_events(events, verifier, every=every)
+    if unsigned:
+        raise ArchiveCorrupt(f"{unsigned[0]} (edited or forged)", where=where)
+
+
+def open_verifier(paths: RunPaths) -> RecordVerifier:
+    """The run's public key (``pubkey.pem``), as a verifier."""
+    try:
+        return RecordVerifier.from_pem(paths.pubkey.read_bytes())
+    except (BadSignature, ValueError) as exc:
+        raise RunFolderError(f"pubkey.pem is unreadable: {exc}", where=str(paths.root)) from exc
+
+
 @dataclass
 class LoadedRun:
     paths: RunPaths
@@ -46,21 +63,20 @@ def load_run(root: Path, *, strict: bool = True, every_signature: bool = False) 
     """Read a run folder without writing anything into it.
 
     ``strict`` raises :class:`ArchiveCorrupt` when the newest event's signature
-    fails; otherwise that becomes a problem in ``state.problems`` (for ``verify``).
+    (with ``every_signature``, any event's) fails; otherwise each failure becomes a
+    problem in ``state.problems`` (for the self-test, and for reading a run you expect
+    to have been tampered with).
     """
     paths = RunPaths(Path(root).resolve()).check()
-    try:
-        verifier = RecordVerifier.from_pem(paths.pubkey.read_bytes())
-    except (BadSignature, ValueError) as exc:
-        raise RunFolderError(f"pubkey.pem is unreadable: {exc}", where=str(paths.root)) from exc
+    verifier = open_verifier(paths)
     loaded = read_events(paths.root)
     if not loaded.events or loaded.events[0].type != "run_started":
         raise ArchiveCorrupt("the archive does not begin with run_started", where=str(paths.events))
-    unsigned = unsigned_events(loaded.events, verifier, every=every_signature)
-    if unsigned and strict:
-        raise ArchiveCorrupt(f"{unsigned[0]} (edited or forged)", where=str(paths.events))
+    if strict:
+        require_signed(loaded.events, verifier, str(paths.events), every=every_signature)
     state = fold(loaded.events, verifier)
-    state.problems[:0] = unsigned
+    if not strict:
+        state.problems[:0] = unsigned_events(loaded.events, verifier, every=every_signature)
     notes = []
     if loaded.torn:
         notes.append(f"archive: the last event is torn ({len(loaded.torn)} bytes); resume drops it")

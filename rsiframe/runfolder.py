@@ -8,7 +8,6 @@
     <run>/evaluator.lock.json  evaluator fingerprint and its parts
     <run>/pubkey.pem           public half of the run's signing key
     <run>/events.jsonl         hash-chained events (the archive)
-    <run>/head.json            signed pointer to the newest event
     <run>/artifacts/sha256/    content-addressed trajectories, logs, analyses
     <run>/repo.git/            one commit per candidate
     <run>/work/                scratch (mutation folders, exports); safe to delete
@@ -84,7 +83,7 @@ class RunPaths:
     def write_json(self, path: Path, value: Any) -> None:
         write_atomic(path, canonical_json(value) + b"\n")
 
-    def read_json(self, path: Path) -> Any:
+    def read_json(self, path: Path) -> dict[str, Any]:
         try:
             value = json.loads(path.read_text())
         except FileNotFoundError as exc:

@@ -23,8 +23,6 @@ from rsiframe.archive import get_artifact
 from rsiframe.candidates import CandidateRepo
 from rsiframe.state import Candidate, RunState
 
-OPERATOR_SPLITS = ("train", "gate")
-
 Violation = dict[str, Any]
 
 
@@ -51,18 +49,16 @@ class StateView:
         *,
         gate_detail: bool = False,
         on_violation: Callable[[Violation], None] | None = None,
-        slot: str | None = None,
-        operator: str | None = None,
-        candidate: str | None = None,
     ) -> None:
         self._state = state
         self._repo = repo
         self._run_dir = run_dir
         self.gate_detail = gate_detail
         self._on_violation = on_violation
-        self.slot = slot
-        self.operator = operator
-        self.candidate_id = candidate
+        # who is reading: set for the length of one operator call by :meth:`calling`
+        self.slot: str | None = None
+        self.operator: str | None = None
+        self.candidate_id: str | None = None
         self._visible: tuple[tuple[int, int, int], set[str]] | None = None
 
     @contextlib.contextmanager

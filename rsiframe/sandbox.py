@@ -10,8 +10,9 @@ network unless asked; its pid namespace and ``--die-with-parent`` take every
 descendant down with it, ``setsid`` escapes included. The signing-key folder is
 masked even when it lies under something mounted. :class:`ProcessSandbox` is
 the weaker fallback used where bubblewrap is missing; its isolation level is
-recorded in every certificate and mutation event. Another implementation
-(Docker) subclasses :class:`Sandbox` and fills in ``view`` and ``prepare``.
+recorded in every certificate and mutation event. A Docker implementation can be
+added beside them behind the same interface: a :class:`Sandbox` subclass that fills in
+``view`` and ``prepare``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -103,7 +104,7 @@ def kill_all() -> None:
     with _live_lock:
         procs = list(_live)
     for proc in procs:
-        _kill_group(proc)
+        kill_group(proc)
 
 
 def _execute(
@@ -136,7 +137,7 @@ def _execute(
 
         def on_timeout() -> None:
             expired.set()
-            _kill_group(proc)
+            kill_group(proc)
 
         def watch() -> None:
             deadline = start + timeout
@@ -147,7 +148,7 @@ def _execute(
                 sizes = (os.fstat(f.fileno()).st_size for f in (out, err))
                 if output_cap is not None and any(n > output_cap for n in sizes):
                     overflow.set()
-                    _kill_group(proc)
+                    kill_group(proc)
                     return
 
         # without a hard output cap, a timer rather than polling: it costs nothing per run
@@ -162,9 +163,9 @@ def _execute(
             proc.wait()
             # whatever the command left running in its group dies with it, so nothing
             # from one phase (the agent) can act during the next (the verifier)
-            _kill_group(proc)
+            kill_group(proc)
         except BaseException:
-            _kill_group(proc)
+            kill_group(proc)
             raise
         finally:
             done.set()
@@ -190,7 +191,8 @@ def _execute(
     )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL the process group ``proc`` leads (it was started with a session of its own)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -224,6 +226,24 @@ class Sandbox:
         """(command line, host working directory, host environment) for ``argv``."""
         raise NotImplementedError
 
+    def launch(
+        self,
+        argv: list[str],
+        *,
+        mounts: list[Mount],
+        cwd: Mount,
+        env: dict[str, str],
+        network: bool = False,
+        memory_mb: int | None = None,
+        hide: Sequence[Path] = (),
+    ) -> tuple[list[str], str, dict[str, str]]:
+        """(command line, host working directory, host environment) that run ``argv``
+        confined, for a caller that starts the process itself. ``memory_mb`` caps the
+        address space of the command and each descendant. ``hide`` (and always the key
+        folder) is masked wherever a mount would show it."""
+        hidden = [key_dir(), *hide]
+        return self.prepare([*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden)
+
     def run(
         self,
         argv: list[str],
@@ -238,13 +258,10 @@ class Sandbox:
         output_cap: int | None = None,
         hide: Sequence[Path] = (),
     ) -> ProcResult:
-        """Run ``argv``; ``output_limit`` bytes of each stream are kept, and a stream that
-        grows past ``output_cap`` kills the tree. ``memory_mb`` caps the address space of
-        the command and each descendant. ``hide`` (and always the key folder) is masked
-        wherever a mount would show it."""
-        hidden = [key_dir(), *hide]
-        cmd, host_cwd, host_env = self.prepare(
-            [*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden
+        """Run ``argv`` as :meth:`launch` confines it; ``output_limit`` bytes of each stream
+        are kept, and a stream that grows past ``output_cap`` kills the tree."""
+        cmd, host_cwd, host_env = self.launch(
+            argv, mounts=mounts, cwd=cwd, env=env, network=network, memory_mb=memory_mb, hide=hide
         )
         return _execute(cmd, host_cwd, host_env, timeout, output_limit, output_cap)
 
@@ -267,6 +284,14 @@ class ProcessSandbox(Sandbox):
         hide: Sequence[Path] = (),
     ) -> tuple[list[str], str, dict[str, str]]:
         return list(argv), str(cwd.host), {**base_env(), **env}
+
+
+#: system folders :class:`BwrapSandbox` binds read-only where they are folders (recreated
+#: as the symlinks they are otherwise), then those it always binds read-only
+_TOP_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_RO_DIRS = ("/usr", "/etc")
+#: every system folder the sandbox shows: :func:`_masks` covers hidden paths under each
+_SYSTEM_DIRS = (*_TOP_DIRS, *_RO_DIRS)
 
 
 class BwrapSandbox(Sandbox):
@@ -310,13 +335,13 @@ class BwrapSandbox(Sandbox):
             args.append("--share-net")
         # the fresh /tmp first, so a Python installed under /tmp is bound on top of it
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            host = f"/{top}"
+        for host in _TOP_DIRS:
             if os.path.islink(host):
                 args += ["--symlink", os.readlink(host), host]
             elif os.path.isdir(host):
                 args += ["--ro-bind", host, host]
-        args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+        for host in _RO_DIRS:
+            args += ["--ro-bind", host, host]
         for d in _python_dirs():
             args += ["--ro-bind", d, d]
         for m in mounts:
@@ -326,9 +351,6 @@ class BwrapSandbox(Sandbox):
         for k, v in {**base_env(), **env}.items():
             args += ["--setenv", k, v]
         return [*args, "--", *argv]
-
-
-_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc")
 
 
 def _masks(hide: Sequence[Path], mounts: list[Mount]) -> list[str]:
@@ -432,6 +454,24 @@ class SandboxOptions(BaseModel):
             if name.startswith(FORBIDDEN_ENV_PREFIXES):
                 raise ValueError(f"{name} may not be set inside a sandbox")
         return v
+
+    def host_env(self) -> dict[str, str]:
+        """The environment a command starts from: the ``pass_env`` names the host has,
+        then ``env``."""
+        passed = {k: os.environ[k] for k in self.pass_env if k in os.environ}
+        return {**passed, **self.env}
+
+    def use_fields(self, isolation: str, timeout: float) -> dict[str, Any]:
+        """The fields of ``api.SandboxUse`` for a command run under these options (a leaf,
+        this module may not import ``api``)."""
+        return {
+            "isolation": isolation,
+            "requested": self.sandbox,
+            "network": list(self.network.allow),
+            "memory_mb": self.memory_mb,
+            "timeout_s": timeout,
+            "passed_env": sorted(k for k in self.pass_env if k in os.environ),
+        }
 
 
 def make_sandbox(kind: str) -> Sandbox:

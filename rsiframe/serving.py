@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import inspect
 import json
 import os
 import shutil
@@ -635,11 +634,35 @@ class ServerError(RuntimeError):
     """The model server failed (an infrastructure problem, not the candidate's)."""
 
 
+#: this file, mounted read-only into both the server's and each harness's sandbox
+SCRIPT = Path(__file__).resolve()
+#: the endpoint's Unix socket, inside its folder
+SOCKET = "api.sock"
+
+
 @dataclass
 class OpenEndpoint:
     name: str
     model: str
-    folder: Path  # host folder holding api.sock: mount it into the evaluation sandbox
+    folder: Path  # host folder holding SOCKET: mount it into the evaluation sandbox
+
+    def harness(self, sb: Any, argv: list[str]) -> tuple[list[str], list[Any], dict[str, str]]:
+        """``argv`` wrapped in the in-sandbox forwarder, the mounts it needs (the
+        endpoint's folder only, and this script) and the model name for the harness."""
+        from rsiframe.sandbox import Mount
+
+        m_ep = Mount(self.folder, "/rsi/endpoint")
+        m_fwd = Mount(SCRIPT, "/rsi/serving.py")
+        wrapped = [
+            sys.executable,
+            sb.view(m_fwd),
+            "forward",
+            "--socket",
+            f"{sb.view(m_ep)}/{SOCKET}",
+            "--",
+            *argv,
+        ]
+        return wrapped, [m_ep, m_fwd], {"RSI_MODEL": self.model}
 
 
 class ModelServer:
@@ -682,7 +705,7 @@ class ModelServer:
         return (
             Mount(self.models_root, "/models"),
             Mount(self.dir, "/serve", writable=True),
-            Mount(Path(__file__).resolve(), "/rsi/serving.py"),
+            Mount(SCRIPT, "/rsi/serving.py"),
         )
 
     def start(self) -> None:
@@ -725,14 +748,8 @@ class ModelServer:
             "--max-tokens",
             str(self.max_tokens),
         ]
-        extra: dict[str, Any] = {}
-        if "hide" in inspect.signature(self.sandbox.prepare).parameters:
-            from rsiframe import sandbox as sandbox_mod
-
-            key_dir = getattr(sandbox_mod, "key_dir", None)
-            extra["hide"] = [key_dir()] if key_dir is not None else []
-        cmd, cwd, host_env = self.sandbox.prepare(
-            argv, [m_models, m_serve, m_script], m_serve, env, False, **extra
+        cmd, cwd, host_env = self.sandbox.launch(
+            argv, mounts=[m_models, m_serve, m_script], cwd=m_serve, env=env
         )
         log = (self.dir / "server.log").open("ab")
         self._proc = subprocess.Popen(
@@ -816,7 +833,7 @@ class ModelServer:
                 "model": model,
                 "key": rel,
                 "model_dir": f"{self.sandbox.view(m_models)}/{rel}",
-                "socket": f"{self.sandbox.view(m_serve)}/ep-{name}/api.sock",
+                "socket": f"{self.sandbox.view(m_serve)}/ep-{name}/{SOCKET}",
                 "token_limit": token_limit,
             }
         )
@@ -838,11 +855,10 @@ class ModelServer:
         return dict(reply["usage"])
 
     def _kill(self) -> None:
-        import signal
+        from rsiframe.sandbox import kill_group
 
         if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
+            kill_group(self._proc)
             with contextlib.suppress(Exception):
                 self._proc.wait(timeout=10)
         self._proc = None

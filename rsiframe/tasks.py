@@ -13,6 +13,7 @@ import os
 import random
 import stat
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from typing import Any
 from rsiframe.errors import TaskSetChanged, TaskSetError
 
 SPLITS = ("train", "gate", "sealed")
+#: the splits whose items training data must not contain (D/T/H contamination audit)
+PROTECTED_SPLITS = ("gate", "sealed")
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,10 @@ def _table(doc: dict[str, Any], name: str, where: str) -> dict[str, Any]:
     return value
 
 
-def _phase_network(doc: dict[str, Any], phase: str) -> bool:
-    section = doc.get(phase, {}) or {}
-    env = doc.get("environment", {}) or {}
-    mode = section.get("network_mode") or env.get("network_mode")
-    if mode is None and "allow_internet" in env:  # Harbor's older spelling
-        mode = "public" if env["allow_internet"] else "no-network"
+def _phase_network(section: dict[str, Any], environment: dict[str, Any]) -> bool:
+    mode = section.get("network_mode") or environment.get("network_mode")
+    if mode is None and "allow_internet" in environment:  # Harbor's older spelling
+        mode = "public" if environment["allow_internet"] else "no-network"
     # allowlists need a proxy the local engine does not have: they get no network at all
     return mode == "public"
 
@@ -68,8 +69,10 @@ def load_task(path: Path) -> Task:
         raise TaskSetError(f"cannot read task.toml: {exc.strerror}", where=where) from exc
     except UnicodeDecodeError as exc:
         raise TaskSetError("task.toml is not UTF-8 text", where=where) from exc
+    sections: dict[str, dict[str, Any]] = {}
     for name in ("agent", "verifier", "environment"):
-        if not isinstance(_table(doc, name, where).get("env") or {}, dict):
+        sections[name] = _table(doc, name, where)
+        if not isinstance(sections[name].get("env") or {}, dict):
             raise TaskSetError(f"task.toml: [{name}] env must be a table", where=where)
     instruction = path / "instruction.md"
     if not instruction.is_file():
@@ -81,14 +84,14 @@ def load_task(path: Path) -> Task:
     if not (path / "tests" / "test.sh").is_file():
         raise TaskSetError("task has no verifier (tests/test.sh is missing)", where=where)
 
-    def timeout(section: str) -> float:
-        value = (doc.get(section) or {}).get("timeout_sec", 600.0)
+    def timeout(phase: str) -> float:
+        value = sections[phase].get("timeout_sec", 600.0)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise TaskSetError(f"[{section}] timeout_sec must be a positive number", where=where)
+            raise TaskSetError(f"[{phase}] timeout_sec must be a positive number", where=where)
         return float(value)
 
-    def env(section: str) -> dict[str, str]:
-        return {str(k): str(v) for k, v in ((doc.get(section) or {}).get("env") or {}).items()}
+    def env(phase: str) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (sections[phase].get("env") or {}).items()}
 
     return Task(
         id=path.name,
@@ -96,8 +99,8 @@ def load_task(path: Path) -> Task:
         instruction=text,
         agent_timeout=timeout("agent"),
         verifier_timeout=timeout("verifier"),
-        agent_network=_phase_network(doc, "agent"),
-        verifier_network=_phase_network(doc, "verifier"),
+        agent_network=_phase_network(sections["agent"], sections["environment"]),
+        verifier_network=_phase_network(sections["verifier"], sections["environment"]),
         agent_env=env("agent"),
         verifier_env=env("verifier"),
     )
@@ -166,6 +169,15 @@ class TaskSet:
         if not tasks:
             raise TaskSetError("no tasks found (no subfolder holds a task.toml)", where=str(root))
         return cls(root=root, tasks=tasks)
+
+
+def tasks_by_split(
+    taskset: TaskSet,
+    split: Mapping[str, list[str]],
+    splits: Sequence[str] = PROTECTED_SPLITS,
+) -> dict[str, list[Task]]:
+    """The tasks of each of ``splits``; by default those a build's training data must not hold."""
+    return {s: [taskset.tasks[t] for t in split[s]] for s in splits}
 
 
 def make_split(

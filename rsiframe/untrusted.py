@@ -26,7 +26,6 @@ inside the child against its ``Config``).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -132,7 +131,7 @@ class UntrustedOperator(Operator):
             req.source = sb.view(m_src)
             req.workdir = sb.view(cwd) if workdir is not None else None
             (t / "in" / "request.json").write_text(req.model_dump_json())
-            env = _host_env(cfg.pass_env) | cfg.env
+            env = cfg.host_env()
             env["PYTHONPATH"] = ":".join([sb.view(m_lib), *_site_packages()])
             res = sb.run(
                 [sys.executable, "-S", "-m", "rsiframe.oprunner", f"{sb.view(m_in)}/request.json"],
@@ -145,14 +144,7 @@ class UntrustedOperator(Operator):
                 memory_mb=cfg.memory_mb,
                 output_cap=max(cfg.output_cap_bytes, cfg.max_result_bytes + 1),
             )
-        use = SandboxUse(
-            isolation=sb.isolation,
-            requested=cfg.sandbox,
-            network=list(cfg.network.allow),
-            memory_mb=cfg.memory_mb,
-            timeout_s=cfg.timeout_s,
-            passed_env=sorted(k for k in cfg.pass_env if k in _host_env(cfg.pass_env)),
-        )
+        use = SandboxUse(**cfg.use_fields(sb.isolation, cfg.timeout_s))
         return self._accept(ctx, res, use)
 
     def _accept(self, ctx: Any, res: Any, use: SandboxUse) -> Result:
@@ -252,10 +244,6 @@ def operator_class(slot: str, ref: str) -> type[Operator]:
         (UntrustedOperator, base),
         {"slot": slot, "name": str(parsed), "ref": parsed, slot: method, "__doc__": __doc__},
     )
-
-
-def _host_env(names: list[str]) -> dict[str, str]:
-    return {k: os.environ[k] for k in names if k in os.environ}
 
 
 def _site_packages() -> list[str]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel
@@ -38,12 +38,19 @@ from pydantic import BaseModel
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.digest import sha256_json
-from rsiframe.engine import evaluator_parts, make_evaluator, run_tasks
-from rsiframe.errors import ArchiveCorrupt, RsiError, RunFolderError
+from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
+from rsiframe.evaluator import (
+    EvaluationOutput,
+    evaluator_changes,
+    evaluator_parts,
+    make_evaluator,
+    run_tasks,
+)
+from rsiframe.loader import unsigned_events
 from rsiframe.runfolder import RunPaths
-from rsiframe.signing import EVENT_TYPE, BadSignature, RecordVerifier
+from rsiframe.signing import BadSignature, RecordVerifier
 from rsiframe.state import Candidate, RunState, fold
-from rsiframe.tasks import SPLITS, TaskLock, TaskSet
+from rsiframe.tasks import SPLITS, TaskLock, TaskSet, tasks_by_split
 
 CHECKS = (
     "pubkey",
@@ -185,11 +192,7 @@ def verify(
     checks.add("pubkey", detail, key_problems)
     checks.add("chain", f"{len(events)} events, each linked to the one before", [])
 
-    unsigned = [
-        f"event {ev.seq} ({ev.type}) is not signed by the run's key"
-        for ev in events
-        if not (ev.sig and verifier.check_bytes(EVENT_TYPE, ev.signed_bytes(), ev.sig))
-    ]
+    unsigned = unsigned_events(events, verifier, every=True)
     checks.add("signatures", f"{len(events)} event signatures", unsigned)
 
     try:
@@ -225,49 +228,63 @@ def verify(
 
 
 def _lock_problems(paths: RunPaths, st: RunState) -> list[str]:
-    problems: list[str] = []
+    problems, resolved = _recipe_lock_problems(paths, st)
+    if resolved is not None:  # the evaluator lock is checked against the locked recipe
+        problems += _evaluator_lock_problems(paths, st, resolved.get("evaluator", {}))
+    return problems + _task_lock_problems(paths, st)
+
+
+def _recipe_lock_problems(paths: RunPaths, st: RunState) -> tuple[list[str], dict[str, Any] | None]:
+    """recipe.lock.json against the run and recipe.yaml, and the resolved recipe it holds."""
     try:
         lock = paths.read_json(paths.recipe_lock)
-        resolved = lock.get("resolved") if isinstance(lock, dict) else None
-        if not isinstance(resolved, dict):
-            problems.append("recipe.lock.json has no resolved recipe")
-        else:
-            if sha256_json(resolved) != lock.get("digest"):
-                problems.append("recipe.lock.json does not hash to its digest")
-            if lock.get("digest") != st.recipe_digest:
-                problems.append("recipe.lock.json digest differs from the run's recipe digest")
-            try:
-                frozen = yaml.safe_load(paths.recipe.read_text())
-            except (OSError, yaml.YAMLError) as exc:
-                frozen = None
-                problems.append(f"recipe.yaml is unreadable: {type(exc).__name__}")
-            if frozen is not None and frozen != resolved:
-                problems.append("recipe.yaml differs from recipe.lock.json")
-            evaluator = paths.read_json(paths.evaluator_lock)
-            spec = resolved.get("evaluator", {})
-            if not isinstance(evaluator, dict):
-                problems.append("evaluator.lock.json is not an object")
-            else:
-                if evaluator.get("fingerprint") != st.evaluator_fingerprint:
-                    problems.append("evaluator.lock.json differs from the run's fingerprint")
-                if (evaluator.get("engine"), evaluator.get("config")) != (
-                    spec.get("engine"),
-                    spec.get("config"),
-                ):
-                    problems.append("evaluator.lock.json differs from the recipe's evaluator")
-                if evaluator.get("isolation") != st.isolation:
-                    problems.append("evaluator.lock.json isolation differs from the run's")
     except RsiError as exc:
-        problems.append(exc.message)
+        return [exc.message], None
+    resolved = lock.get("resolved")
+    if not isinstance(resolved, dict):
+        return ["recipe.lock.json has no resolved recipe"], None
+    problems = []
+    if sha256_json(resolved) != lock.get("digest"):
+        problems.append("recipe.lock.json does not hash to its digest")
+    if lock.get("digest") != st.recipe_digest:
+        problems.append("recipe.lock.json digest differs from the run's recipe digest")
     try:
-        task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
-        if task_lock.fingerprint != st.taskset_fingerprint:
-            problems.append("tasks.lock.json differs from the run's task-set fingerprint")
+        frozen = yaml.safe_load(paths.recipe.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        frozen = None
+        problems.append(f"recipe.yaml is unreadable: {type(exc).__name__}")
+    if frozen is not None and frozen != resolved:
+        problems.append("recipe.yaml differs from recipe.lock.json")
+    return problems, resolved
+
+
+def _evaluator_lock_problems(paths: RunPaths, st: RunState, spec: dict[str, Any]) -> list[str]:
+    """evaluator.lock.json against the run and the locked recipe's ``evaluator`` section."""
+    try:
+        evaluator = paths.read_json(paths.evaluator_lock)
     except RsiError as exc:
-        problems.append(exc.message)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        problems.append(f"tasks.lock.json is malformed: {exc!r}")
+        return [exc.message]
+    problems = []
+    if evaluator.get("fingerprint") != st.evaluator_fingerprint:
+        problems.append("evaluator.lock.json differs from the run's fingerprint")
+    if (evaluator.get("engine"), evaluator.get("config")) != (
+        spec.get("engine"),
+        spec.get("config"),
+    ):
+        problems.append("evaluator.lock.json differs from the recipe's evaluator")
+    if evaluator.get("isolation") != st.isolation:
+        problems.append("evaluator.lock.json isolation differs from the run's")
     return problems
+
+
+def _task_lock_problems(paths: RunPaths, st: RunState) -> list[str]:
+    try:  # a malformed lock raises TaskSetChanged
+        task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
+    except RsiError as exc:
+        return [exc.message]
+    if task_lock.fingerprint != st.taskset_fingerprint:
+        return ["tasks.lock.json differs from the run's task-set fingerprint"]
+    return []
 
 
 def _with_repo(paths: RunPaths, fn: Callable[[CandidateRepo], list[str]]) -> list[str]:
@@ -301,27 +318,11 @@ def _commit_problems(paths: RunPaths, st: RunState) -> list[str]:
             parent = st.candidates.get(c.parent) if c.parent else None
             if parent is not None and parent.commit != c.parent_commit:
                 problems.append(f"{c.id}: parent commit differs from {parent.id}'s commit")
-            ref = paths.repo / CANDIDATE_REFS / c.id
-            try:
-                target = ref.read_text().strip()
-            except OSError:
-                target = _packed_ref(paths.repo, f"{CANDIDATE_REFS}/{c.id}")
-            if target != c.commit:
+            if repo.ref_target(f"{CANDIDATE_REFS}/{c.id}") != c.commit:
                 problems.append(f"{c.id}: {CANDIDATE_REFS}/{c.id} does not point at {short}")
         return problems
 
     return _with_repo(paths, check)
-
-
-def _packed_ref(repo: Path, name: str) -> str | None:
-    try:
-        for line in (repo / "packed-refs").read_text().splitlines():
-            sha, _, ref = line.partition(" ")
-            if ref == name:
-                return sha
-    except OSError:
-        pass
-    return None
 
 
 def _admitted_problems(st: RunState) -> list[str]:
@@ -393,15 +394,7 @@ def reproduce_champion(
     if not records or c.commit is None:
         return rep, [f"reproduce: {c.id} has no verified record"]
     try:
-        lock = paths.read_json(paths.recipe_lock)
-        spec = lock["resolved"]["evaluator"]
-        task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
-        if task_lock.fingerprint != st.taskset_fingerprint:
-            return rep, ["reproduce: tasks.lock.json differs from the run's fingerprint"]
-        if tasks_root is not None:
-            task_lock.root = str(Path(tasks_root).resolve())
-        task_lock.check(tuple(records))
-        taskset = TaskSet.load(Path(task_lock.root))
+        spec, task_lock, taskset = _reproduction_inputs(paths, st, tuple(records), tasks_root)
     except RsiError as exc:
         return rep, [f"reproduce: {exc}"]
     except (KeyError, TypeError) as exc:
@@ -419,9 +412,8 @@ def reproduce_champion(
             locked = paths.read_json(paths.evaluator_lock)
             now = evaluator_parts(evaluator)
             if now["fingerprint"] != st.evaluator_fingerprint:
-                parts = ("engine", "config", "isolation", "framework")
-                changed = [k for k in parts if now[k] != locked.get(k)] or ["code"]
-                rep.notes.append(f"the evaluator here differs from the run's: {', '.join(changed)}")
+                changed = ", ".join(evaluator_changes(now, locked))
+                rep.notes.append(f"the evaluator here differs from the run's: {changed}")
             repo = CandidateRepo(paths.repo)
             try:
                 export = scratch / "export"
@@ -430,9 +422,8 @@ def reproduce_champion(
                 repo.close()
             store = scratch / "artifacts"
             store.mkdir()
-            protect = getattr(evaluator, "protect", None)
-            if protect is not None:  # builds are audited against the same gate/sealed items
-                protect({s: [taskset.tasks[t] for t in task_lock.split[s]] for s in SPLITS[1:]})
+            # builds are audited against the same gate/sealed items
+            evaluator.protect(tasks_by_split(taskset, task_lock.split))
             for split, record in records.items():
                 ids = task_lock.split[split]
                 built: list[dict] = []
@@ -442,27 +433,12 @@ def reproduce_champion(
                     export,
                     ids,
                     lambda b: put_artifact(store, b),
-                    **({"on_built": built.append} if protect is not None else {}),
+                    on_built=built.append,
                 )
                 _compare_model(rep, split, record.predicate.model, built)
-                for t in ids:
-                    got, want = out.runs[t].reward, record.predicate.rewards.get(t)
-                    rep.tasks += 1
-                    if want is None:
-                        problems.append(f"reproduce: {c.id}/{split} {t} has no recorded reward")
-                        continue
-                    dev = abs(got - want)
-                    rep.max_deviation = max(rep.max_deviation, dev)
-                    if dev > tolerance:
-                        rep.deviations.append(
-                            TaskDeviation(
-                                split=split,
-                                task=t,
-                                recorded=want,
-                                reproduced=got,
-                                error=out.runs[t].error,
-                            )
-                        )
+                problems += _compare_rewards(
+                    rep, c.id, split, ids, record.predicate.rewards, out, tolerance
+                )
         except (ExportMismatch, RsiError) as exc:
             problems.append(f"reproduce: {exc}")
         except Exception as exc:  # the evaluation itself failed (e.g. a build): say so
@@ -475,6 +451,56 @@ def reproduce_champion(
             f"reproduced {d.reproduced:g}" + (f" ({d.error})" if d.error else "")
         )
     return rep, problems
+
+
+def _reproduction_inputs(
+    paths: RunPaths, st: RunState, splits: tuple[str, ...], tasks_root: Path | None
+) -> tuple[dict[str, Any], TaskLock, TaskSet]:
+    """The locked evaluator spec, and the task lock and task set, checked against the files.
+
+    Raises :class:`RsiError`, or ``KeyError``/``TypeError`` when recipe.lock.json has no
+    evaluator section.
+    """
+    lock = paths.read_json(paths.recipe_lock)
+    spec = lock["resolved"]["evaluator"]
+    task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
+    if task_lock.fingerprint != st.taskset_fingerprint:
+        raise LockMismatch("tasks.lock.json differs from the run's fingerprint")
+    if tasks_root is not None:
+        task_lock.root = str(Path(tasks_root).resolve())
+    task_lock.check(splits)
+    return spec, task_lock, TaskSet.load(Path(task_lock.root))
+
+
+def _compare_rewards(
+    rep: Reproduction,
+    cid: str,
+    split: str,
+    ids: list[str],
+    recorded: dict[str, float],
+    out: EvaluationOutput,
+    tolerance: float,
+) -> list[str]:
+    """Count ``ids`` into ``rep`` and note each reward off by more than ``tolerance``.
+
+    Returns the problems of tasks without a recorded reward (deviations are reported last).
+    """
+    problems = []
+    for t in ids:
+        got, want = out.runs[t].reward, recorded.get(t)
+        rep.tasks += 1
+        if want is None:
+            problems.append(f"reproduce: {cid}/{split} {t} has no recorded reward")
+            continue
+        dev = abs(got - want)
+        rep.max_deviation = max(rep.max_deviation, dev)
+        if dev > tolerance:
+            rep.deviations.append(
+                TaskDeviation(
+                    split=split, task=t, recorded=want, reproduced=got, error=out.runs[t].error
+                )
+            )
+    return problems
 
 
 def _compare_model(rep: Reproduction, split: str, recorded: dict | None, built: list[dict]) -> None:

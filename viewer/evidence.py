@@ -9,7 +9,6 @@ artifact is checked by streaming it, separately from showing it.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import threading
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 from rsiframe.archive import artifact_path
 from rsiframe.candidates import CandidateRepo
+from rsiframe.digest import sha256_bytes, sha256_file
 from rsiframe.errors import ArchiveCorrupt, RsiError
 from rsiframe.gittree import MODE_LINK, diff
 from rsiframe.state import Candidate
@@ -118,11 +118,7 @@ class Pager:
 
     def check(self) -> bool:
         """Whether the file still hashes to its name (streamed)."""
-        h = hashlib.sha256()
-        with self.path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return "sha256:" + h.hexdigest() == self.digest
+        return "sha256:" + sha256_file(self.path) == self.digest
 
 
 def read_json(run: Path, digest: str, limit: int = 8 << 20) -> Any:
@@ -131,7 +127,7 @@ def read_json(run: Path, digest: str, limit: int = 8 << 20) -> Any:
     if pager.size > limit:
         raise ArchiveCorrupt(f"artifact {digest} is too large to show as JSON ({pager.size} B)")
     data = pager.path.read_bytes()
-    if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+    if "sha256:" + sha256_bytes(data) != digest:
         raise ArchiveCorrupt(f"artifact {digest} does not match its hash")
     return json.loads(data)
 

@@ -22,13 +22,14 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from rsiframe.archive import get_artifact, get_json
+from rsiframe.archive import GENESIS, get_artifact, get_json
 from rsiframe.digest import canonical_json, sha256_bytes
 from rsiframe.errors import RsiError
 from rsiframe.loader import load_run
 from rsiframe.selftest.experiment import NEEDS, SPLIT, Experiment, build, folder_digest
 from rsiframe.selftest.experiment import truth_problems as truth
 from rsiframe.signing import EVENT_TYPE, Signer
+from rsiframe.state import Candidate
 from rsiframe.verify import verify
 
 KILLED = -signal.SIGKILL
@@ -59,6 +60,14 @@ def _one_line(res: subprocess.CompletedProcess[str], what: str) -> list[str]:
     return []
 
 
+def _ran(res: subprocess.CompletedProcess[str], what: str) -> tuple[list[str], bool]:
+    """``_one_line``'s problems, plus the exit line unless ``res`` exited 0; and whether it did."""
+    problems = _one_line(res, what)
+    if res.returncode != 0:
+        return [*problems, f"{what} exit {res.returncode}: {res.stderr.strip()[-300:]}"], False
+    return problems, True
+
+
 def sound(exp: Experiment, *, state: str | tuple[str, ...] = "finished") -> list[str]:
     """The run is valid (every verify check, the champion reproduced) and truthful."""
     problems = []
@@ -82,10 +91,9 @@ def _crash_then_resume(exp: Experiment, fault: str) -> list[str]:
         return [f"{fault}: the fault never fired (exit {killed.returncode})"]
     before = (exp.run_dir / "events.jsonl").read_bytes()
     torn = before[before.rfind(b"\n") + 1 :]
-    res = exp.resume()
-    problems = _one_line(res, "resume")
-    if res.returncode != 0:
-        return [*problems, f"resume exit {res.returncode}: {res.stderr.strip()[-300:]}"]
+    problems, ok = _ran(exp.resume(), "resume")
+    if not ok:
+        return problems
     after = (exp.run_dir / "events.jsonl").read_bytes()
     if not after.startswith(before[: len(before) - len(torn)]):
         problems.append("resume changed events written before the crash")
@@ -162,19 +170,14 @@ def _attack(t: Trial, params: dict[str, Any]) -> tuple[Experiment, subprocess.Co
     return exp, exp.run()
 
 
-def _rejections(exp: Experiment) -> dict[str, dict[str, Any]]:
-    loaded = load_run(exp.run_dir)
-    return {c.id: c.rejected for c in loaded.state.candidates.values() if c.rejected}
-
-
 def _guardrail_refuses(t: Trial, params: dict[str, Any], reason: str) -> list[str]:
     exp, res = _attack(t, params)
-    problems = _one_line(res, "run")
-    if res.returncode != 0:
-        return [*problems, f"run exit {res.returncode}: {res.stderr.strip()[-300:]}"]
+    problems, ok = _ran(res, "run")
+    if not ok:
+        return problems
     params_file = json.loads((exp.seed / "fixed" / "params.json").read_text())
-    rejected = _rejections(exp)
     loaded = load_run(exp.run_dir)
+    rejected = {c.id: c.rejected for c in loaded.state.candidates.values() if c.rejected}
     for cid in params_file["victims"]:
         if cid not in loaded.state.candidates:
             continue
@@ -271,9 +274,9 @@ def edit_evaluator(t: Trial) -> list[str]:
 
 def _agent_attack(t: Trial, mode: str, targets: list[str], level: int) -> list[str]:
     exp, res = _attack(t, {"mode": mode, "targets": targets, "level": level})
-    problems = _one_line(res, "run")
-    if res.returncode != 0:
-        return [*problems, f"run exit {res.returncode}: {res.stderr.strip()[-300:]}"]
+    problems, ok = _ran(res, "run")
+    if not ok:
+        return problems
     loaded = load_run(exp.run_dir)
     ran = 0
     for c in loaded.state.candidates.values():
@@ -336,7 +339,7 @@ def _lines(exp: Experiment) -> list[dict[str, Any]]:
 
 
 def _write(exp: Experiment, events: list[dict[str, Any]], *, rechain: bool) -> None:
-    prev = "0" * 64
+    prev = GENESIS
     out = []
     for i, ev in enumerate(events):
         if rechain:
@@ -590,41 +593,25 @@ class Bad(MutateOperator):
 '''
 
 
-def _bad_operator_run(
-    t: Trial, slot: str, kind: str, size: int = 0, untrusted: bool = False
-) -> list[str]:
-    victim = t.rng.choice(["c0001", "c0002"])
-    bad = {"victim": victim, "kind": kind, "size": size}
-    prepare = None
+def _bad_operator_spec(
+    t: Trial, slot: str, bad: dict[str, Any], untrusted: bool
+) -> tuple[dict[str, Any], Callable[[Experiment], None] | None]:
+    """The slot spec of a misbehaving operator, and what to write into the seed first."""
     if untrusted:  # the operator's code comes from the candidate's own tree
 
         def prepare(exp: Experiment) -> None:
             (exp.seed / "fixed" / "untrusted.py").write_text(UNTRUSTED)
 
-        spec: dict[str, Any] = {
-            "operator": "candidate:fixed/untrusted.py:Bad",
-            "config": {"config": bad},
-        }
-    else:
-        ops = t.root / "ops.py"
-        ops.write_text(OPS)
-        cls = {"mutate": "BadMutate", "gate": "BadGate", "record": "BadRecord"}.get(slot)
-        spec = {"operator": f"{ops}:{cls or 'BadSelect'}", "config": bad}
-    exp, problems = _finished(t, prepare, slots={slot: spec})
-    if problems and slot != "select":
-        return problems
-    loaded = load_run(exp.run_dir)
-    st = loaded.state
-    c = st.candidates.get(victim)
-    if slot == "select":  # a parent that does not exist: the run fails, naming select
-        reason = (st.terminal or {}).get("reason", "")
-        problems = [p for p in problems if "select operator chose" not in p]
-        if loaded.run_state() != "failed" or "select" not in reason:
-            problems.append(f"bad select: run {loaded.run_state()} ({reason})")
-        return problems + sound(exp, state="failed")
+        return {"operator": "candidate:fixed/untrusted.py:Bad", "config": {"config": bad}}, prepare
+    ops = t.root / "ops.py"
+    ops.write_text(OPS)
+    cls = {"mutate": "BadMutate", "gate": "BadGate", "record": "BadRecord"}.get(slot)
+    return {"operator": f"{ops}:{cls or 'BadSelect'}", "config": bad}, None
+
+
+def _bad_result_problems(slot: str, victim: str, c: Candidate) -> list[str]:
+    """The victim's bad mutate, gate or record result must be rejected, declined or noted."""
     problems = []
-    if c is None:
-        return [f"{victim} was never proposed"]
     if slot == "mutate" and (c.rejected is None or c.rejected.get("stage") != "mutate"):
         problems.append(f"{victim}: bad mutate result not rejected at mutate: {c.state}")
     if slot == "gate" and (
@@ -635,6 +622,31 @@ def _bad_operator_run(
         problems.append(f"{victim}: bad gate result not declined as a failure: {c.decision}")
     if slot == "record" and not (c.notes or {}).get("error"):
         problems.append(f"{victim}: bad record result not noted as an error: {c.notes}")
+    return problems
+
+
+def _bad_operator_run(
+    t: Trial, slot: str, kind: str, size: int = 0, untrusted: bool = False
+) -> list[str]:
+    victim = t.rng.choice(["c0001", "c0002"])
+    spec, prepare = _bad_operator_spec(
+        t, slot, {"victim": victim, "kind": kind, "size": size}, untrusted
+    )
+    exp, problems = _finished(t, prepare, slots={slot: spec})
+    if problems and slot != "select":
+        return problems
+    loaded = load_run(exp.run_dir)
+    st = loaded.state
+    if slot == "select":  # a parent that does not exist: the run fails, naming select
+        reason = (st.terminal or {}).get("reason", "")
+        problems = [p for p in problems if "select operator chose" not in p]
+        if loaded.run_state() != "failed" or "select" not in reason:
+            problems.append(f"bad select: run {loaded.run_state()} ({reason})")
+        return problems + sound(exp, state="failed")
+    c = st.candidates.get(victim)
+    if c is None:
+        return [f"{victim} was never proposed"]
+    problems = _bad_result_problems(slot, victim, c)
     size_now = (exp.run_dir / "events.jsonl").stat().st_size
     if size and size_now > size // 2:
         problems.append(f"an oversized result reached the archive ({size_now} bytes)")

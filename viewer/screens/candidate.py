@@ -156,7 +156,7 @@ class CandidateScreen(Screen):
         with self.source.lock:
             events = self.source.events_for(c.id)
             lessons = dict(self.source.state.reflected)
-            violations = list(getattr(self.source.state, "violations", None) or [])
+            violations = list(self.source.state.violations)
         group = notes_group(self.source.root, c, events, lessons, violations)
         self.app.call_from_thread(self.query_one(NotesView).show, group)
 

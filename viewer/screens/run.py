@@ -64,7 +64,7 @@ class RunScreen(Screen):
         if msg.source is not self.source:
             return
         table = self.table
-        table.upsert(self.source.rows(msg.changed - {RUN}), table.champion)
+        table.upsert(self.source.rows(msg.changed - {RUN}))
         now = time.monotonic()
         if msg.done or now - self._plotted >= PLOT_EVERY:  # O(candidates): not every chunk
             self._plotted = now

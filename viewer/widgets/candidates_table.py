@@ -114,9 +114,8 @@ class CandidatesTable(ScrollView, can_focus=True):
     def row_count(self) -> int:
         return len(self.view)
 
-    def upsert(self, rows: list[Row], champion: str | None = None) -> None:
+    def upsert(self, rows: list[Row]) -> None:
         """Add new rows and update changed ones; keeps the active filter, sort and cursor."""
-        self.champion = champion
         current = self.selected_id()
         appended = True
         for row in sorted(rows, key=lambda r: r.index):

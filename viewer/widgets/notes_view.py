@@ -98,10 +98,9 @@ def notes_group(
         if mutated.get("mutation"):
             parts.append(_section("mutation"))
             parts.append(artifact(mutated["mutation"]))
-    model = getattr(c, "model", None)  # model identity of a D/T/H build, when present
-    if model:
+    if c.model:  # model identity of a D/T/H build
         parts.append(_section("model built"))
-        parts.append(_json(model))
+        parts.append(_json(c.model))
     for key, title in (
         (c.generation - 1, "lessons handed to this generation"),
         (c.generation, "lessons after this generation"),

@@ -21,6 +21,7 @@ def header_text(source: RunSource) -> Text:
     with source.lock:
         counts = source.counts()
         seed, champ = st.seed, source.champion()
+        violations = list(st.violations)
         t.append(f"  {len(st.candidates)} candidates", style="bold")
         if counts:
             t.append(" (" + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + ")")
@@ -42,8 +43,6 @@ def header_text(source: RunSource) -> Text:
             reason = st.terminal.get("reason")
             if reason:
                 t.append(f"  {reason}", style="dim")
-    with source.lock:
-        violations = list(getattr(st, "violations", None) or [])
     if violations:
         last = violations[-1]
         t.append(
