@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import os
 import re
 import shutil
@@ -83,6 +84,23 @@ def base_env() -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
+
+
+#: secrets of the host system under the read-only system folders a sandbox shows: password
+#: hashes, SSH host keys, TLS private keys (bwrap runs as the user, who may be root)
+HOST_SECRETS = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssl/private",
+    "/etc/ssh/ssh_host_*key",
+)
+
+
+def host_secrets() -> list[Path]:
+    """The :data:`HOST_SECRETS` present on this machine, masked in every sandbox."""
+    return [Path(p) for pattern in HOST_SECRETS for p in sorted(glob.glob(pattern))]
 
 
 def memory_prefix(memory_mb: int | None) -> list[str]:
@@ -241,7 +259,7 @@ class Sandbox:
         confined, for a caller that starts the process itself. ``memory_mb`` caps the
         address space of the command and each descendant. ``hide`` (and always the key
         folder) is masked wherever a mount would show it."""
-        hidden = [key_dir(), *hide]
+        hidden = [key_dir(), *host_secrets(), *hide]
         return self.prepare([*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden)
 
     def run(

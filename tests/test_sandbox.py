@@ -21,6 +21,7 @@ from rsiframe.sandbox import (
     _python_dirs,
     base_env,
     bwrap_works,
+    host_secrets,
     make_sandbox,
 )
 
@@ -462,6 +463,20 @@ def test_bwrap_hides_the_key_folder_even_under_a_mount(
     assert res.stdout == b"fine"
     assert b"PRIVATE" not in res.stdout and b"also private" not in res.stdout
     assert (keys / "run.key").read_text() == "PRIVATE"  # masked, not touched
+
+
+@needs_bwrap
+def test_bwrap_hides_the_hosts_secrets_but_not_the_rest_of_etc(tmp_path: Path) -> None:
+    present = host_secrets()
+    assert Path("/etc/shadow") in present  # Debian always has it
+    m = Mount(tmp_path, "/work", writable=True)
+    script = "cat /etc/passwd >/dev/null && echo passwd-ok; " + "; ".join(
+        f"cat {p} 2>/dev/null | wc -c" if not p.is_dir() else f"ls -A {p} | wc -l" for p in present
+    )
+    res = _sh(BwrapSandbox(), script, [m])
+    lines = res.stdout.decode().split()
+    assert lines[0] == "passwd-ok"
+    assert lines[1:] == ["0"] * len(present), dict(zip(map(str, present), lines[1:], strict=False))
 
 
 @pytest.mark.parametrize("explicit", [None, "abs", "~/keys"])
