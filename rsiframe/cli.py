@@ -184,8 +184,11 @@ def status(run_dir: Path, as_json: bool) -> None:
     """Show a run's state, budget and every candidate with its verified scores."""
     from rsiframe.loader import load_run
     from rsiframe.report import candidate_table, print_summary, status_of
+    from rsiframe.verify import lock_problems
 
-    report = status_of(load_run(run_dir))
+    loaded = load_run(run_dir)
+    report = status_of(loaded)
+    report.notes += [f"lock: {p}" for p in lock_problems(loaded.paths, loaded.state)]
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return

@@ -205,7 +205,7 @@ def verify(
     other = [p for p in st.problems if p not in cert_problems and "different key" not in p]
     checks.add("state", f"{len(st.candidates)} candidates", other)
     checks.add("certificates", f"{st.records} certificates verified and bound", cert_problems)
-    checks.add("locks", "recipe, task and evaluator locks", _lock_problems(paths, st))
+    checks.add("locks", "recipe, task and evaluator locks", lock_problems(paths, st))
     checks.add("commits", "candidate commits, trees, parents and refs", _commit_problems(paths, st))
     checks.add("admitted", f"{len(st.admitted())} admitted candidates", _admitted_problems(st))
     checks.add("evidence", "trajectories and logs named by certificates", _evidence(paths, st))
@@ -227,7 +227,9 @@ def verify(
 # -- the checks -----------------------------------------------------------------------
 
 
-def _lock_problems(paths: RunPaths, st: RunState) -> list[str]:
+def lock_problems(paths: RunPaths, st: RunState) -> list[str]:
+    """The recipe, evaluator and task locks against the run and each other; read-only,
+    also shown by `status`."""
     problems, resolved = _recipe_lock_problems(paths, st)
     if resolved is not None:  # the evaluator lock is checked against the locked recipe
         problems += _evaluator_lock_problems(paths, st, resolved.get("evaluator", {}))

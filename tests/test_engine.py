@@ -83,6 +83,20 @@ def test_status_json_contract(mini: Mini) -> None:
         assert set(c["scores"]) == {"train", "gate", "sealed"}
 
 
+def test_status_names_a_broken_lock(mini: Mini) -> None:
+    out = run_mini(mini)
+    assert not [n for n in status_json(out)["notes"] if n.startswith("lock:")]
+    lock = out / "evaluator.lock.json"
+    data = json.loads(lock.read_text())
+    data["isolation"] = "process" if data["isolation"] != "process" else "bwrap"
+    lock.write_text(json.dumps(data))
+    notes = [n for n in status_json(out)["notes"] if n.startswith("lock:")]
+    assert notes == ["lock: evaluator.lock.json isolation differs from the run's"]
+    res = cli("status", out)
+    assert res.exit_code == 0
+    assert "note: lock: evaluator.lock.json isolation differs" in res.stdout
+
+
 def test_candidate_budget_fails_closed(mini: Mini) -> None:
     out = run_mini(mini, "--set", "budget.max_candidates=3", "--set", "budget.max_generations=9")
     st = status_json(out)
