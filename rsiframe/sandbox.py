@@ -258,7 +258,7 @@ class Sandbox:
         """(command line, host working directory, host environment) that run ``argv``
         confined, for a caller that starts the process itself. ``memory_mb`` caps the
         address space of the command and each descendant. ``hide`` (and always the key
-        folder) is masked wherever a mount would show it."""
+        folder and :func:`host_secrets`) is masked wherever a mount would show it."""
         hidden = [key_dir(), *host_secrets(), *hide]
         return self.prepare([*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden)
 
