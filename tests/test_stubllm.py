@@ -49,14 +49,14 @@ def test_answers_in_order_and_counts_requests_and_tokens() -> None:
 
 
 def test_when_picks_by_last_message_and_repeat_is_not_consumed() -> None:
-    stub, srv = _serve(
-        Answer(content="B", when="task b"), Answer(content="any", repeat=True)
-    )
+    _stub, srv = _serve(Answer(content="B", when="task b"), Answer(content="any", repeat=True))
     try:
         c = _client(srv)
-        ask = lambda text: c.chat.completions.create(  # noqa: E731
-            model="m", messages=[{"role": "user", "content": text}]
-        ).choices[0].message.content
+
+        def ask(text: str) -> str | None:
+            msgs = [{"role": "user", "content": text}]
+            return c.chat.completions.create(model="m", messages=msgs).choices[0].message.content
+
         assert ask("task a") == "any"
         assert ask("task b") == "B"
         assert ask("task b") == "any"
@@ -90,9 +90,7 @@ def test_scripted_errors_malformed_and_timeouts() -> None:
 
 def test_streams_chat_and_text_with_usage_and_slow_chunks() -> None:
     text = "a somewhat longer answer that streams"
-    stub, srv = _serve(
-        Answer(content=text, chunk_delay_s=0.1), Answer(content="plain text")
-    )
+    _stub, srv = _serve(Answer(content=text, chunk_delay_s=0.1), Answer(content="plain text"))
     try:
         c = _client(srv)
         t0 = time.monotonic()
@@ -114,7 +112,7 @@ def test_streams_chat_and_text_with_usage_and_slow_chunks() -> None:
 def test_models_completions_responses_messages_and_tool_calls() -> None:
     from rsiframe.stubllm import ToolCall
 
-    stub, srv = _serve(
+    _stub, srv = _serve(
         Answer(content="done"),
         Answer(content="r"),
         Answer(content="m"),
