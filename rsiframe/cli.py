@@ -427,6 +427,7 @@ def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
                 "split": info.split,
                 "seed_files": len(info.seed.entries),
                 "operators": {slot: spec.operator for slot, spec in _slots(info)},
+                "models": info.models.as_json() if info.models else None,
             }
         )
     else:

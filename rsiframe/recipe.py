@@ -23,6 +23,7 @@ from rsiframe.digest import sha256_json
 from rsiframe.errors import RecipeError
 from rsiframe.evaluator import ENGINES
 from rsiframe.gittree import DEFAULT_IGNORE
+from rsiframe.models_schema import Models
 from rsiframe.registry import resolve
 
 PATH_KEYS = (("seed",), ("tasks", "path"))
@@ -128,6 +129,7 @@ class Recipe(_Strict):
     children_per_generation: int = Field(4, ge=1)
     random_seed: int = 0
     information: InformationSpec = Field(default_factory=InformationSpec)
+    models: Models = Field(default_factory=dict, description="declared models (issue 13)")
 
 
 @dataclass
