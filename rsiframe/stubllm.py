@@ -48,6 +48,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rsiframe.errors import RecipeError
+from rsiframe.gateway import estimate_tokens, prompt_text
 
 
 class ToolCall(BaseModel):
@@ -91,29 +92,7 @@ class Script(BaseModel):
 
 def count_tokens(text: str) -> int:
     """The stub's (and its tests') token count: a quarter of the characters, at least 1."""
-    return max(1, math.ceil(len(text) / 4))
-
-
-def prompt_text(path: str, body: dict[str, Any]) -> str:
-    """Every piece of prompt text in a request body, joined (for counting and ``when``)."""
-    if path.endswith("/completions") and "messages" not in body:
-        p = body.get("prompt", "")
-        return "\n".join(p) if isinstance(p, list) else str(p)
-    parts: list[str] = []
-    if isinstance(body.get("system"), str):
-        parts.append(body["system"])
-    if isinstance(body.get("instructions"), str):
-        parts.append(body["instructions"])
-    msgs = body.get("messages", body.get("input", []))
-    if isinstance(msgs, str):
-        msgs = [{"content": msgs}]
-    for m in msgs if isinstance(msgs, list) else []:
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts += [str(c.get("text", "")) for c in content if isinstance(c, dict)]
-    return "\n".join(parts)
+    return estimate_tokens(text)
 
 
 @dataclass
@@ -142,6 +121,7 @@ class StubLLM:
         self.remaining = list(script.answers)
         self.stats = Stats()
         self.requests: list[dict[str, Any]] = []  # every body received, in order
+        self.auth: list[str] = []  # the Authorization (or x-api-key) header of each
         self._lock = threading.Lock()
         self.app = Starlette(
             routes=[
@@ -184,6 +164,9 @@ class StubLLM:
         if not isinstance(body, dict):
             return {}, _error(400, "body is not a JSON object"), 0
         self.requests.append(body)
+        self.auth.append(
+            request.headers.get("authorization") or request.headers.get("x-api-key", "")
+        )
         text = prompt_text(path, body)
         msgs = body.get("messages")
         last = str(msgs[-1].get("content", "")) if isinstance(msgs, list) and msgs else text
