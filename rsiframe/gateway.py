@@ -320,6 +320,13 @@ class Gateway:
             self.consumers[c.token] = c
         return c
 
+    def client(self, name: str, *, candidate: str | None = None, slot: str | None = None) -> Any:
+        """An in-process client (``rsiframe.llm.GatewayClient``) for one consumer."""
+        from rsiframe.llm import GatewayClient
+
+        assert self.port is not None, "start() the gateway first"
+        return GatewayClient(self.url, self.consumer(name, candidate=candidate, slot=slot).token)
+
     def revoke(self, consumer: Consumer) -> None:
         with self._lock:
             self.consumers.pop(consumer.token, None)

@@ -100,19 +100,39 @@ class GatewayClient:
         self._http.close()
 
 
+class SandboxEndpoints(Protocol):
+    """Opens a gateway endpoint for a sandbox: an object whose ``harness(sb, argv)`` gives
+    the wrapped command, its mounts and environment (``gateway.SandboxEndpoint``)."""
+
+    def __call__(self, name: str, *, model: str) -> Any: ...
+
+
 _current: contextvars.ContextVar[ModelClient | None] = contextvars.ContextVar(
     "rsiframe_model_client", default=None
+)
+_endpoints: contextvars.ContextVar[SandboxEndpoints | None] = contextvars.ContextVar(
+    "rsiframe_sandbox_endpoints", default=None
 )
 
 
 @contextlib.contextmanager
-def use(client: ModelClient) -> Iterator[ModelClient]:
-    """Make ``client`` the one :func:`current` returns inside the block."""
+def use(client: ModelClient, endpoints: SandboxEndpoints | None = None) -> Iterator[ModelClient]:
+    """Make ``client`` (and ``endpoints``, for sandboxed agents) what this call uses."""
     token = _current.set(client)
+    etoken = _endpoints.set(endpoints)
     try:
         yield client
     finally:
+        _endpoints.reset(etoken)
         _current.reset(token)
+
+
+def sandbox_endpoints() -> SandboxEndpoints:
+    """How a sandboxed agent reaches the gateway; ModelError when the run has none."""
+    endpoints = _endpoints.get()
+    if endpoints is None:
+        raise ModelError("no model gateway for sandboxed agents in this call")
+    return endpoints
 
 
 def current() -> ModelClient:
