@@ -19,6 +19,7 @@ The instruction is rendered from ``prompts/agent_cli.md.j2`` with the same conte
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 from typing import Literal
@@ -31,6 +32,7 @@ from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mut
 from rsiframe.operators.shell import WORK_INSIDE, failure, tail
 from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
 
+PLACEHOLDER = re.compile(r"\{(instruction|workdir|model)\}")
 Profile = Literal["mini-swe-agent", "codex", "claude", "opencode", "command"]
 
 #: profile -> (the CLI it needs, the command template); {instruction} etc. are shell-quoted
@@ -46,7 +48,7 @@ PROFILES: dict[str, tuple[str, str]] = {
     ),
     "claude": (
         "claude",
-        'ANTHROPIC_BASE_URL="${{OPENAI_BASE_URL%/v1}}" ANTHROPIC_API_KEY="$OPENAI_API_KEY" '
+        'ANTHROPIC_BASE_URL="${OPENAI_BASE_URL%/v1}" ANTHROPIC_API_KEY="$OPENAI_API_KEY" '
         "claude -p --dangerously-skip-permissions --model {model} {instruction}",
     ),
     "opencode": ("opencode", "opencode run --model openai/{model} {instruction}"),
@@ -87,11 +89,9 @@ def render_command(cfg: AgentCliConfig, instruction: str, workdir: str) -> str:
     """The shell command line a profile runs, every value shell-quoted."""
     template = cfg.command if cfg.profile == "command" else PROFILES[cfg.profile][1]
     assert template is not None
-    return template.format(
-        instruction=shlex.quote(instruction),
-        workdir=shlex.quote(workdir),
-        model=shlex.quote(cfg.model),
-    )
+    values = {"instruction": instruction, "workdir": workdir, "model": cfg.model}
+    # only these three names are filled in: any other brace is the command's own (${VAR})
+    return PLACEHOLDER.sub(lambda m: shlex.quote(values[m.group(1)]), template)
 
 
 class AgentFailed(RuntimeError):

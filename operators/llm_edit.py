@@ -38,13 +38,17 @@ class LlmEdit(MutateOperator):
     Config = LlmEditConfig
     config: LlmEditConfig
 
+    def _big(self, ctx: MutateContext, path: str) -> bool:
+        """An existing file too large to be answered whole (new files always may be)."""
+        p = ctx.workdir / path
+        return p.is_file() and p.stat().st_size > self.config.whole_file_max_bytes
+
     def mutate(self, ctx: MutateContext) -> Mutation:
         cfg = self.config
         context = mutation_context(ctx, cfg)
         prompt = cfg.render("llm_edit.md.j2", **context)
         messages = [{"role": "user", "content": prompt}]
         client = llm.current()
-        small = {f["path"] for f in context["files"] if f["bytes"] <= cfg.whole_file_max_bytes}
         attempts: list[dict] = []
         for attempt in range(cfg.retries + 1):
             answer = client.chat(
@@ -52,7 +56,7 @@ class LlmEdit(MutateOperator):
             )
             try:
                 edits = parse_edits(answer.text, default_path=context["single_file"])
-                big = [e.path for e in edits if e.whole and e.path not in small]
+                big = [e.path for e in edits if e.whole and self._big(ctx, e.path)]
                 if big:
                     raise EditError(
                         f"{', '.join(big)}: too large to replace whole; use SEARCH/REPLACE blocks"
