@@ -62,7 +62,7 @@ INSTALL_HINT = {
 
 
 class AgentCliConfig(SandboxOptions, ModelOperatorConfig, ContextLimits):
-    profile: Profile = Field(description="which coding agent to run")
+    profile: Profile = Field("mini-swe-agent", description="which coding agent to run")
     command: str | None = Field(
         None, description="profile command: the command line ({instruction}, {workdir}, {model})"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,44 @@ def test_recipe_check_negative_price_is_one_line_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1
     assert "models.p.price.output_per_mtok" in r.stderr
+
+
+def _check_hill_climb(env: dict[str, str], *sets: str) -> subprocess.CompletedProcess:
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
+    args = [f"--set={s}" for s in sets]
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rsiframe.cli",
+            "recipe",
+            "check",
+            "--json",
+            str(REPO / "recipes" / "llm-hill-climb.yaml"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+    )
+
+
+def test_llm_hill_climb_names_its_variables_up_front() -> None:
+    r = _check_hill_climb({})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "models.proposer needs LLM_BASE_URL, LLM_API_KEY" in r.stderr
+    ok = _check_hill_climb({"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_API_KEY": "k"})
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["models"]["references"] == {
+        "slots.mutate.config.model": "proposer",
+        "slots.reflect.config.model": "proposer",
+    }
+
+
+def test_an_unknown_model_name_is_one_line_exit_2() -> None:
+    env = {"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_API_KEY": "k"}
+    r = _check_hill_climb(env, "slots.mutate.config.model=nope")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "slots.mutate.config.model: unknown model 'nope'; declared: proposer" in r.stderr
