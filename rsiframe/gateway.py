@@ -38,6 +38,7 @@ import json
 import os
 import secrets
 import socket
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -52,6 +53,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rsiframe.digest import sha256_json
+from rsiframe.errors import RsiError
 from rsiframe.models_schema import ModelSpec, ResolvedModel
 
 #: request body keys that change how an answer travels, not what it is (left out of digests)
@@ -820,12 +822,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state", type=Path, required=True, help="folder for ledger and evidence")
     ap.add_argument("--port", type=int, default=8790)
     args = ap.parse_args(argv)
-    r = recipe_mod.load(args.recipe).recipe
-    gw = Gateway(
-        r.models,
-        Ledger(args.state),
-        limits=Limits(r.budget.max_model_tokens, r.budget.max_cost),
-    ).start(args.port)
+    try:
+        r = recipe_mod.load(args.recipe).recipe
+        gw = Gateway(
+            r.models,
+            Ledger(args.state),
+            limits=Limits(r.budget.max_model_tokens, r.budget.max_cost),
+        ).start(args.port)
+    except RsiError as exc:
+        print(f"rsiframe.gateway: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     token = gw.consumer("cli").token
     print(json.dumps({"url": gw.url, "token": token}), flush=True)
     try:

@@ -252,3 +252,66 @@ def test_a_sandboxed_client_sees_a_token_never_the_key_and_only_the_gateway(
     assert b"ANSWER hello sandbox" in res.stdout
     (e,) = rig.entries()
     assert (e["consumer"], e["candidate"], e["status"]) == ("agent", "c3", 200)
+
+
+@scripted([Answer(content="streamed once")], Limits(), {})
+def test_a_recorded_stream_is_replayed_as_a_stream(rig: Rig) -> None:
+    c = rig.client()
+    texts = []
+    for _ in range(2):
+        chunks = c.chat.completions.create(model="p", messages=MSG, stream=True, temperature=0)
+        texts.append("".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices))
+    assert texts == ["streamed once", "streamed once"]
+    assert rig.stub.stats.requests == 1
+    assert [e["cached"] for e in rig.entries()] == [False, True]
+
+
+def test_anthropic_messages_pass_through_with_the_key_as_x_api_key(tmp_path: Path) -> None:
+    stub = StubLLM(Script(answers=[Answer(content="claude says hi")]))
+    srv = ServerThread(stub.app).start()
+    spec = _spec(srv.url, api="anthropic")
+    gw = Gateway({"c": spec}, Ledger(tmp_path), environ={"STUB_KEY": KEY}).start()
+    try:
+        tok = gw.consumer("claude-cli").token
+        r = httpx.post(
+            gw.url + "/messages",
+            json={"model": "c", "max_tokens": 50, "messages": MSG},
+            headers={"x-api-key": tok, "anthropic-version": "2023-06-01"},
+        )
+        assert r.status_code == 200 and r.json()["content"][0]["text"] == "claude says hi"
+        assert stub.auth == [KEY]  # sent upstream as x-api-key, never the consumer's token
+        e = json.loads((tmp_path / "ledger.jsonl").read_text())
+        assert e["completion_tokens"] == count_tokens("claude says hi") and e["cost_usd"] > 0
+    finally:
+        gw.stop()
+        srv.stop()
+
+
+def test_the_gateway_runs_as_its_own_process(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    stub = StubLLM(Script(answers=[Answer(content="from the process")]))
+    srv = ServerThread(stub.app).start()
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "llm-hill-climb.yaml"
+    env = {**os.environ, "LLM_BASE_URL": srv.url, "LLM_API_KEY": KEY}
+    cmd = [sys.executable, "-m", "rsiframe.gateway", "--recipe", str(recipe)]
+    proc = subprocess.Popen(
+        [*cmd, "--state", str(tmp_path), "--port", "0"], stdout=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        info = json.loads(proc.stdout.readline())
+        client = llm.GatewayClient(info["url"], info["token"])
+        assert client.chat("proposer", MSG).text == "from the process"
+        assert stub.auth == [f"Bearer {KEY}"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        srv.stop()
+    missing = subprocess.run(
+        [*cmd, "--state", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("LLM_")},
+    )
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
