@@ -40,7 +40,8 @@ PROFILES: dict[str, tuple[str, str]] = {
     "mini-swe-agent": (
         "mini",
         "MSWEA_CONFIGURED=true OPENAI_API_BASE=$OPENAI_BASE_URL "
-        "mini --yolo --exit-immediately --model openai/{model} --task {instruction}",
+        "mini --yolo --exit-immediately --cost-limit 0 -o /tmp/mini.traj.json "
+        "--model openai/{model} --task {instruction}",
     ),
     "codex": (
         "codex",

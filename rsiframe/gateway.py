@@ -116,7 +116,9 @@ class Consumer:
     slot: str | None = None
     models: frozenset[str] | None = None  # None: every declared model
     calls: int = 0  # sampled calls so far (the nonce's index)
-    max_tokens: int | None = None  # a per-operation allowance
+    allowance: int | None = None  # tokens this consumer (one operation) may spend in all
+    spent: int = 0
+    reserved: int = 0
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,12 @@ class _Upstream:
 class _Reservation:
     tokens: int
     cost: float
+    consumer: Consumer | None = None
+
+    def charge(self, entry: Entry) -> None:
+        """Count a metered call against its consumer's allowance."""
+        if self.consumer is not None:
+            self.consumer.spent += entry.prompt_tokens + entry.completion_tokens
 
 
 @dataclass
@@ -317,16 +325,17 @@ class Gateway:
         candidate: str | None = None,
         slot: str | None = None,
         models: list[str] | None = None,
-        max_tokens: int | None = None,
+        allowance: int | None = None,
     ) -> Consumer:
-        """Mint a token for one consumer (an operator call or a sandbox)."""
+        """Mint a token for one consumer (an operator call or a sandbox); ``allowance``
+        caps the tokens it may spend in all (``max_tokens_per_mutation``)."""
         c = Consumer(
             name,
             "rsi-" + secrets.token_urlsafe(24),
             candidate,
             slot,
             frozenset(models) if models is not None else None,
-            max_tokens=max_tokens,
+            allowance=allowance,
         )
         with self._lock:
             self.consumers[c.token] = c
@@ -469,9 +478,20 @@ class Gateway:
             consumer.calls += 1
         return sha256_json({"path": path, "body": content, "nonce": nonce})
 
-    def _reserve(self, spec: ModelSpec, prompt: int, max_tokens: int) -> _Reservation:
-        r = _Reservation(prompt + max_tokens, spec.price.cost(prompt, max_tokens))
+    def _reserve(
+        self, spec: ModelSpec, prompt: int, max_tokens: int, consumer: Consumer
+    ) -> _Reservation:
+        r = _Reservation(prompt + max_tokens, spec.price.cost(prompt, max_tokens), consumer)
         with self._lock:
+            left = None if consumer.allowance is None else consumer.allowance - consumer.spent
+            if left is not None and consumer.reserved + r.tokens > left:
+                raise GatewayError(
+                    429,
+                    f"{consumer.name}: allowance of {consumer.allowance} tokens exhausted "
+                    f"({consumer.spent} spent, {r.tokens} asked)",
+                    "budget_exhausted",
+                    "allowance",
+                )
             used = self.ledger.totals
             lim = self.limits
             if lim.max_model_tokens is not None and (
@@ -497,12 +517,15 @@ class Gateway:
                 )
             self._reserved.tokens += r.tokens
             self._reserved.cost += r.cost
+            consumer.reserved += r.tokens
         return r
 
     def _release(self, r: _Reservation) -> None:
         with self._lock:
             self._reserved.tokens -= r.tokens
             self._reserved.cost -= r.cost
+            if r.consumer is not None:
+                r.consumer.reserved -= r.tokens
 
     async def _forward(self, request: Request) -> Response:
         path = request.url.path
@@ -549,14 +572,10 @@ class Gateway:
         if hit is not None:
             return self._replay(hit, base, t0)
         max_tokens = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
-        max_tokens = max_tokens or consumer.max_tokens or DEFAULT_MAX_TOKENS
-        if consumer.max_tokens is not None and max_tokens > consumer.max_tokens:
-            max_tokens = consumer.max_tokens  # a per-operation allowance caps the answer
-            key = "max_output_tokens" if path == "/v1/responses" else "max_tokens"
-            body = {**body, key: max_tokens}
+        max_tokens = max_tokens or DEFAULT_MAX_TOKENS
         prompt_est = estimate_tokens(prompt_text(path, body))
         try:
-            reservation = self._reserve(spec, prompt_est, max_tokens)
+            reservation = self._reserve(spec, prompt_est, max_tokens, consumer)
         except GatewayError as exc:
             self.ledger.append(_done(base, 429, t0, error=exc.message))
             return exc.response()
@@ -577,6 +596,7 @@ class Gateway:
             return exc.response()
         self._release(reservation)
         entry = self._meter(base, spec, parsed.get("usage"), prompt_est, _answer_text(parsed), t0)
+        reservation.charge(entry)
         entry.response = self.ledger.put(data)
         self.ledger.append(entry)
         return Response(data, 200, media_type="application/json")
@@ -710,6 +730,7 @@ class Gateway:
             for event in _sse_events(bytes(kept)):
                 _collect(event, usage, text)
             entry = self._meter(base, spec, usage or None, prompt_est, "".join(text), t0)
+            reservation.charge(entry)
             entry.status, entry.error = status, error
             if status == 200:
                 entry.response = self.ledger.put(bytes(kept))

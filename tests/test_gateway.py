@@ -138,6 +138,17 @@ def test_budget_exhausted_by_tokens_fails_closed_before_the_provider(rig: Rig) -
     assert [e["status"] for e in rig.entries()] == [200, 429]
 
 
+@scripted([Answer(content="z" * 40, repeat=True)], Limits(), {})
+def test_a_per_operation_allowance_fails_closed_for_that_consumer_only(rig: Rig) -> None:
+    op = llm.GatewayClient(rig.gw.url, rig.gw.consumer("mutate:c1", allowance=150).token)
+    op.chat("p", MSG, max_tokens=100, temperature=1)
+    with pytest.raises(llm.BudgetExhausted, match="allowance of 150 tokens exhausted"):
+        op.chat("p", MSG, max_tokens=140, temperature=1)
+    other = llm.GatewayClient(rig.gw.url, rig.gw.consumer("mutate:c2").token)
+    other.chat("p", MSG, max_tokens=140, temperature=1)
+    assert rig.stub.stats.requests == 2
+
+
 @scripted([Answer(content="y" * 40, repeat=True)], Limits(max_cost=0.2), {})
 def test_budget_exhausted_by_cost(rig: Rig) -> None:
     client = llm.GatewayClient(rig.gw.url, rig.gw.consumer("op").token)
