@@ -36,8 +36,10 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -197,7 +199,8 @@ class Gateway:
         self.ledger = ledger
         self.limits = limits
         self.backoff = retry_backoff_s
-        self.socket_root = Path(socket_root or ledger.folder / "sockets")
+        # AF_UNIX paths are limited to 107 bytes: sockets live under a short temp folder
+        self.socket_root = Path(socket_root or tempfile.mkdtemp(prefix="rsigw-"))
         self.consumers: dict[str, Consumer] = {}
         self._reserved = _Reservation(0, 0.0)
         self._lock = threading.Lock()
@@ -327,6 +330,7 @@ class Gateway:
         for _server, sock in self._servers:
             with contextlib.suppress(OSError):
                 sock.close()
+        shutil.rmtree(self.socket_root, ignore_errors=True)
         self._loop = None
 
     def __enter__(self) -> Gateway:

@@ -48,3 +48,68 @@ def test_verifier_scores_start_zero_solution_one_and_an_endless_loop_zero() -> N
         assert gen.score(task, spec.solution) == "1"
     i, _ = by_name["mean"]
     assert gen.score(PYFIX / gen.task_id(i), "import os\nmean = None\n") == "0"
+
+
+def test_seed_agent_solves_a_task_through_the_gateway_with_scripted_tool_calls(
+    tmp_path: Path,
+) -> None:
+    """The seed agent (openai SDK, tool calls) against the stub behind the real gateway."""
+    import os
+    import shutil
+
+    from rsiframe.gateway import Gateway, Ledger
+    from rsiframe.models_schema import ModelSpec
+    from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, ToolCall
+
+    gen = _generator()
+    i, spec = next((i, s) for i, s in enumerate(gen.SPECS, start=1) if s.name == "gcd")
+    task = PYFIX / gen.task_id(i)
+    script = Script(
+        answers=[
+            Answer(tool_calls=[ToolCall(name="read_file", arguments={"path": "/app/gcd.py"})]),
+            Answer(
+                tool_calls=[
+                    ToolCall(
+                        name="write_file",
+                        arguments={"path": "/app/gcd.py", "content": spec.solution},
+                    )
+                ]
+            ),
+            Answer(tool_calls=[ToolCall(name="finish")]),
+        ]
+    )
+    stub = StubLLM(script)
+    srv = ServerThread(stub.app).start()
+    model = ModelSpec.model_validate({"base_url": srv.url, "model": "stub-model"})
+    gw = Gateway({"default": model}, Ledger(tmp_path / "gw"), environ={}).start()
+    app, logs = tmp_path / "app", tmp_path / "logs"
+    shutil.copytree(task / "environment", app, ignore=shutil.ignore_patterns("Dockerfile"))
+    env = {
+        **os.environ,
+        "RSI_APP": str(app),
+        "RSI_INSTRUCTION": str(task / "instruction.md"),
+        "OPENAI_BASE_URL": gw.url,
+        "OPENAI_API_KEY": gw.consumer("agent", candidate="seed").token,
+    }
+    try:
+        run = subprocess.run(
+            [sys.executable, str(PYFIX / "seed" / "agent.py")],
+            env=env,
+            cwd=app,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        gw.stop()
+        srv.stop()
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert stub.stats.requests == 3  # read, write, finish
+    assert stub.requests[1]["messages"][-1]["role"] == "tool"  # the file went back
+    assert "while b:" in stub.requests[1]["messages"][-1]["content"]
+    verifier_env = {**env, "RSI_LOGS": str(logs), "RSI_TESTS": str(task / "tests")}
+    subprocess.run(
+        ["bash", str(task / "tests" / "test.sh")], env=verifier_env, check=True, capture_output=True
+    )
+    assert (logs / "verifier" / "reward.txt").read_text() == "1"
+    assert gw.ledger.totals.calls == 3
