@@ -67,9 +67,11 @@ def child(kind: str, arg: str, concurrency: int, fsync: bool) -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         gw = Gateway({"p": spec}, Ledger(Path(tmp), fsync=fsync), environ={}).start()
+        cpu0 = time.process_time()
         print(json.dumps({"url": gw.url, "token": gw.consumer("bench").token}), flush=True)
         sys.stdin.read()
-        print(json.dumps({"calls": gw.ledger.totals.calls}), flush=True)
+        cpu = time.process_time() - cpu0  # the gateway process's CPU time while serving
+        print(json.dumps({"calls": gw.ledger.totals.calls, "cpu_s": cpu}), flush=True)
         gw.stop()
 
 
@@ -132,7 +134,8 @@ def main() -> int:
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    metered = finish(gw_proc)["calls"]
+    gw_done = finish(gw_proc)
+    metered = gw_done["calls"]
     stub_requests = finish(stub_proc)["requests"]
     result = {
         "calls": args.calls,
@@ -149,6 +152,9 @@ def main() -> int:
             "calls_per_s": round(per_thread * args.concurrency / wall, 1),
         },
         "ledger_fsync": not args.no_fsync,
+        # CPU the gateway spent per call (all threads): what the added latency
+        # approaches on an idle machine, whatever the scheduler adds on a loaded one
+        "gateway_cpu_ms_per_call": round(gw_done["cpu_s"] * 1000 / max(1, metered), 3),
         "metered_calls": metered,
         "stub_requests": stub_requests,
     }
@@ -159,6 +165,7 @@ def main() -> int:
         print(f"direct  p50 {result['direct_ms']['p50']} ms  p99 {result['direct_ms']['p99']} ms")
         print(f"gateway p50 {result['gateway_ms']['p50']} ms  p99 {result['gateway_ms']['p99']} ms")
         print(f"added   p50 {a['p50']} ms  p99 {a['p99']} ms (target p50 <= 2 ms)")
+        print(f"gateway CPU per call {result['gateway_cpu_ms_per_call']} ms")
         c = result["concurrent"]
         print(
             f"{c['threads']} concurrent: {c['calls']} calls in {c['seconds']} s "
