@@ -26,6 +26,15 @@ Sandboxes reach it through a Unix socket in a folder of their own (:meth:`Gatewa
 sandbox_endpoint`), mounted into the no-network sandbox behind ``serving.py forward``.
 
     python -m rsiframe.gateway --recipe R.yaml --state DIR --port 8790
+
+Engine wiring (to come; nothing in the engine uses this module yet): the engine starts one
+``Gateway(recipe.models, Ledger(run/model-calls, on_record=...), limits=Limits(budget.
+max_model_tokens, budget.max_cost - cost already spent))`` per run; wraps each operator call
+in ``llm.use(gw.client(f"{slot}:{cid}", candidate=cid, slot=slot), endpoints=partial(
+gw.sandbox_endpoint, candidate=cid, slot=slot))``; turns each ledger :class:`Entry` into a
+``model_call`` event and its evidence into artifacts (``on_record``); maps a 429
+``budget_exhausted`` to ``budget_exhausted``; gives an evaluation's harness
+``gw.sandbox_endpoint(...).harness(sb, argv)``.
 """
 
 from __future__ import annotations
@@ -450,7 +459,7 @@ class Gateway:
                     "model_not_found",
                 )
             spec = self.specs[name]
-            if PATHS[path] != spec.api and path != "/v1/responses":
+            if PATHS[path] != spec.api:
                 raise GatewayError(
                     400, f"model {name!r} does not speak {path}", "invalid_request_error"
                 )
