@@ -29,7 +29,8 @@ sandbox_endpoint`), mounted into the no-network sandbox behind ``serving.py forw
 
 Engine wiring (to come; nothing in the engine uses this module yet): the engine starts one
 ``Gateway(recipe.models, Ledger(run/model-calls, on_record=...), limits=Limits(budget.
-max_model_tokens, budget.max_cost - cost already spent))`` per run; wraps each operator call
+max_model_tokens, budget.max_cost))`` per run (the ledger, reopened on resume, holds what
+was spent and what is cached); wraps each operator call
 in ``llm.use(gw.client(f"{slot}:{cid}", candidate=cid, slot=slot), endpoints=partial(
 gw.sandbox_endpoint, candidate=cid, slot=slot))``; turns each ledger :class:`Entry` into a
 ``model_call`` event and its evidence into artifacts (``on_record``); maps a 429
