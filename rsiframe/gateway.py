@@ -499,8 +499,19 @@ class Gateway:
             }
         if body.get("stream"):
             return await self._stream(name, path, upstream_body, base, reservation, t0, prompt_est)
+        call = asyncio.ensure_future(self._call(name, path, upstream_body))
+        left = asyncio.ensure_future(_client_left(request))
+        await asyncio.wait({call, left}, return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():  # the client left: cancel the provider call, charge nothing
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError, GatewayError):
+                await call
+            self._release(reservation)
+            self.ledger.append(_done(base, 499, t0, error="client disconnected; call cancelled"))
+            return Response(status_code=499)
+        left.cancel()
         try:
-            data, parsed = await self._call(name, path, upstream_body)
+            data, parsed = call.result()
         except GatewayError as exc:
             self._release(reservation)
             self.ledger.append(_done(base, exc.status, t0, error=exc.message))
@@ -666,6 +677,15 @@ class Gateway:
                 up.gate.release()
                 self._release(reservation)
                 record(499, "stream ended early (client disconnected or provider failed)")
+
+
+async def _client_left(request: Request) -> None:
+    """Return when the client disconnects (the body is already read, so the next ASGI
+    message is ``http.disconnect``)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
 
 
 async def _read_body(request: Request) -> bytes:

@@ -138,6 +138,23 @@ def test_budget_exhausted_by_tokens_fails_closed_before_the_provider(rig: Rig) -
     assert [e["status"] for e in rig.entries()] == [200, 429]
 
 
+@scripted([Answer(content="slow", delay_s=3)], Limits(), {"timeout_s": 10})
+def test_a_client_that_leaves_cancels_the_call_and_is_charged_nothing(rig: Rig) -> None:
+    import time
+
+    client = llm.GatewayClient(rig.gw.url, rig.gw.consumer("op").token, timeout=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(llm.ModelError, match="unreachable"):
+        client.chat("p", MSG)
+    deadline = time.monotonic() + 2
+    while not (rig.folder / "ledger.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (e,) = rig.entries()
+    assert (e["status"], e["cost_usd"]) == (499, 0.0)
+    assert time.monotonic() - t0 < 2.5  # recorded long before the provider would answer
+    assert rig.gw._reserved.tokens == 0
+
+
 @scripted([Answer(content="z" * 40, repeat=True)], Limits(), {})
 def test_a_per_operation_allowance_fails_closed_for_that_consumer_only(rig: Rig) -> None:
     op = llm.GatewayClient(rig.gw.url, rig.gw.consumer("mutate:c1", allowance=150).token)
