@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from rsiframe import __version__, faults
+from rsiframe import __version__, events, faults
 from rsiframe import recipe as recipe_mod
 from rsiframe.api import (
     Analysis,
@@ -323,7 +323,11 @@ class Engine:
     # -- plumbing -------------------------------------------------------------------
 
     def _append(self, type_: str, data: dict[str, Any]) -> Event:
-        return self.archive.append(type_, data)
+        return self._emit(events.parse(type_, data))
+
+    def _emit(self, event: events.EventData) -> Event:
+        """Append one event: only the models of ``events.py`` are ever written."""
+        return self.archive.append(event.type, events.payload(event))
 
     def _on_event(self, ev: Event) -> None:
         self.state.apply(ev)
