@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,3 +174,39 @@ def test_the_slot_table_is_the_single_source() -> None:
             found = {e.value for e in elts if isinstance(e, ast.Constant)} & names
             where = f"{p.relative_to(REPO)}:{node.lineno}"
             assert found not in columns, f"{where} keeps its own copy of slots {found}"
+
+
+def budgets() -> dict[str, int]:
+    """``path -> budget`` from the module tables of ARCHITECTURE.md."""
+    rows = re.findall(
+        r"^\| `((?:rsiframe|operators|viewer)/[^`]+)` \| (\d+) \|",
+        (REPO / "ARCHITECTURE.md").read_text(),
+        re.MULTILINE,
+    )
+    return {path: int(n) for path, n in rows}
+
+
+def test_every_module_has_a_line_budget_and_keeps_it() -> None:
+    table = budgets()
+    listed = [str(p.relative_to(REPO)) for p in modules()]
+    listed += [
+        str(p.relative_to(REPO))
+        for p in sorted((REPO / "viewer").rglob("*"))
+        if p.suffix in (".py", ".tcss") and p.name != "__init__.py"
+    ]
+    missing = [m for m in listed if m not in table]
+    assert not missing, f"no line budget in ARCHITECTURE.md for {missing}"
+    over = {
+        m: (n, table[m])
+        for m in listed
+        if (n := len((REPO / m).read_text().splitlines())) > table[m]
+    }
+    assert not over, f"over budget (lines, budget): {over}"
+
+
+def test_the_engines_steps_stay_small() -> None:
+    """The engine and its steps each stay well under 400 lines (issue 11)."""
+    table = budgets()
+    steps = ("engine", "transaction", "evaluation", "certify", "review", "runstart", "opcall")
+    big = {s: table[f"rsiframe/{s}.py"] for s in steps if table[f"rsiframe/{s}.py"] >= 400}
+    assert not big, big
