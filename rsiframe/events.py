@@ -40,7 +40,7 @@ class RunStarted(EventData):
     evaluator_fingerprint: str
     isolation: str
     keyid: str
-    framework_version: str
+    framework_version: str = ""  # older archives may lack it
     seed_commit: str
     seed_tree: str
 
