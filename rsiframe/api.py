@@ -75,14 +75,28 @@ _COMMON = frozenset(
 INFORMATION: dict[str, frozenset[str]] = dict.fromkeys(SLOTS, _COMMON)
 #: what ``information.gate_detail: true`` adds for every slot
 GATE_DETAIL = frozenset({"rewards:gate"})
+#: reads an operator of a slot may declare for itself (``Operator.grants``) beyond the
+#: slot's view: a statistical gate compares per-task gate rewards; nothing grants sealed
+GRANTABLE: dict[str, frozenset[str]] = {"gate": frozenset({"rewards:gate"})}
 
 
-def may_read(slot: str | None, what: str, *, gate_detail: bool = False) -> bool:
-    """Whether ``slot`` (None: the engine's own view for tests) may read ``what``."""
+def may_read(
+    slot: str | None,
+    what: str,
+    *,
+    gate_detail: bool = False,
+    grants: frozenset[str] = frozenset(),
+) -> bool:
+    """Whether ``slot`` (None: the engine's own view for tests) may read ``what``.
+
+    ``grants`` are the calling operator's declared grants; only those its slot allows
+    in :data:`GRANTABLE` count.
+    """
     if what.endswith(":sealed"):
         return False
     allowed = INFORMATION.get(slot or "", _COMMON)
-    return what in allowed or (gate_detail and what in GATE_DETAIL)
+    granted = what in grants and what in GRANTABLE.get(slot or "", frozenset())
+    return what in allowed or granted or (gate_detail and what in GATE_DETAIL)
 
 
 # -- results -------------------------------------------------------------------------
@@ -304,6 +318,9 @@ class Operator:
     slot: ClassVar[str] = ""
     name: ClassVar[str] = ""
     Config: ClassVar[type[BaseModel]] = NoConfig
+    #: reads beyond the slot's view this operator declares (allowed only where the slot's
+    #: :data:`GRANTABLE` entry lists them; checked when the operator is loaded)
+    grants: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, config: BaseModel) -> None:
         self.config = config

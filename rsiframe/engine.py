@@ -343,7 +343,8 @@ class Engine:
         start = time.perf_counter()
         spec = self.recipe.slots.get(slot)
         try:
-            with self.view.calling(slot, spec.operator if spec else "", cid):
+            grants = getattr(self.ops.get(slot), "grants", frozenset())
+            with self.view.calling(slot, spec.operator if spec else "", cid, grants):
                 result = fn()
             if not isinstance(result, expect):
                 raise TypeError(f"returned {type(result).__name__}, expected {expect.__name__}")
