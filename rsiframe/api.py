@@ -116,6 +116,9 @@ class Usage(Result):
 class Selection(Result):
     parent: str
     reason: str = ""
+    #: where the child is placed in a structured archive (an island, a MAP-Elites cell);
+    #: recorded in the proposal event and shown to operators as ``CandidateView.placement``
+    placement: dict[str, Any] = {}
 
 
 class Rollout(Result):
@@ -182,6 +185,8 @@ class CandidateView:
     commit: str | None
     tree: str | None
     description: str = ""
+    #: the placement its proposal recorded (``Selection.placement``), e.g. its island
+    placement: dict[str, Any] = field(default_factory=dict)
 
 
 class RunView(Protocol):
@@ -234,7 +239,8 @@ class Context:
 
 @dataclass(frozen=True)
 class SelectContext(Context):
-    pass
+    #: the id the proposed child will get (policies that place children by number use it)
+    candidate_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -513,7 +513,7 @@ class Engine:
         cid = _candidate_id(len(st.candidates))
         t0 = time.perf_counter()
         rng = self._rng(cid, "select")
-        ctx = SelectContext(self.view, rng, generation)
+        ctx = SelectContext(self.view, rng, generation, candidate_id=cid)
         try:
             sel = self._call(cid, "select", lambda: self.select_op.select(ctx), Selection)
         except OperatorFailed as exc:
@@ -523,10 +523,10 @@ class Engine:
             raise RunFailure(
                 f"select operator chose {sel.parent!r}, which is not an admitted candidate"
             )
-        self._append(
-            "candidate_proposed",
-            {"id": cid, "parent": parent.id, "generation": generation, "reason": sel.reason},
-        )
+        proposed = {"id": cid, "parent": parent.id, "generation": generation, "reason": sel.reason}
+        if sel.placement:
+            proposed["placement"] = sel.placement
+        self._append("candidate_proposed", proposed)
         self._live.add(cid)
         workdir = self.paths.work / f"mutate-{cid}"
         try:

@@ -35,6 +35,7 @@ def as_view(c: Candidate) -> CandidateView:
         commit=c.commit,
         tree=c.tree,
         description=c.description,
+        placement=c.placement,
     )
 
 

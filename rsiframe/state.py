@@ -62,6 +62,7 @@ class Candidate:
     rollout: str | None = None
     analysis: str | None = None
     model: dict[str, Any] | None = None  # the latest model_built (D/T/H builds)
+    placement: dict[str, Any] = field(default_factory=dict)  # island, cell (select's placement)
 
     @property
     def is_seed(self) -> bool:
@@ -193,7 +194,11 @@ class RunState:
 
     def _on_candidate_proposed(self, ev: Event, d: dict[str, Any]) -> None:
         c = Candidate(
-            id=d["id"], parent=d["parent"], generation=d["generation"], index=len(self.candidates)
+            id=d["id"],
+            parent=d["parent"],
+            generation=d["generation"],
+            index=len(self.candidates),
+            placement=dict(d.get("placement") or {}),
         )
         self.candidates[c.id] = c
         self.proposed_in[c.generation] = self.proposed_in.get(c.generation, 0) + 1
