@@ -406,3 +406,27 @@ def test_islands_placement_is_recorded_folded_and_shown(tmp_path: Path) -> None:
     assert [p["placement"]["island"] for p in proposed] == [int(p["id"][1:]) % 3 for p in proposed]
     shown = {c["id"]: c["placement"] for c in status_json(mini.run_dir())["candidates"]}
     assert all(shown[p["id"]] == p["placement"] for p in proposed)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("method", ["hill_climb", "dgm", "gepa", "islands"])
+def test_offline_method_recipes_run_end_to_end_on_sat3(tmp_path: Path, method: str) -> None:
+    from conftest import REPO, cli, status_json
+
+    out = tmp_path / method
+    res = cli(
+        "run",
+        REPO / "recipes" / "methods" / f"{method}.yaml",
+        "--out",
+        out,
+        "--quiet",
+        "--set",
+        "budget.max_generations=2",
+        "--set",
+        "children_per_generation=2",
+    )
+    assert res.exit_code == 0, res.stderr
+    status = status_json(out)
+    assert status["state"] == "finished"
+    assert sum(1 for c in status["candidates"] if c["parent"]) == 4
+    assert cli("verify", out).exit_code == 0
