@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -101,6 +101,20 @@ class Selection(Result):
     placement: dict[str, Any] = {}
 
 
+class MergePlan(Result):
+    """A merge operator's plan: the second parent, and how conflicting files are resolved.
+
+    ``partner`` None: no suitable partner, the proposal is a mutation after all.
+    ``prefer`` resolves every conflicting surface file to one side; ``files`` overrides it
+    per file (glob -> side).
+    """
+
+    partner: str | None
+    prefer: Literal["first", "second"] = "first"
+    files: dict[str, Literal["first", "second"]] = {}
+    reason: str = ""
+
+
 class Rollout(Result):
     """Train-split trajectories of the parent (summaries; full logs are artifacts)."""
 
@@ -167,6 +181,8 @@ class CandidateView:
     description: str = ""
     #: the placement its proposal recorded (``Selection.placement``), e.g. its island
     placement: dict[str, Any] = field(default_factory=dict)
+    #: every parent, ``parent`` first: two for a merge, none for the seed
+    parents: tuple[str, ...] = ()
 
 
 class RunView(Protocol):
@@ -224,6 +240,13 @@ class SelectContext(Context):
 
 
 @dataclass(frozen=True)
+class MergeContext(Context):
+    candidate_id: str
+    #: the parent select chose; the plan names the second parent
+    first: CandidateView
+
+
+@dataclass(frozen=True)
 class RolloutContext(Context):
     parent: CandidateView
     #: runs the parent on train tasks (all, or the given ids); uncertified, for operators
@@ -261,6 +284,10 @@ class ValidateContext(Context):
     parent: CandidateView
     workdir: Path
     changes: list[dict[str, Any]]
+    #: runs the WORK TREE (sandboxed, uncertified) on the given train task ids, like
+    #: rollout's ``run_train`` does for the parent; None where the framework offers none
+    run_train: Callable[[list[str]], list[dict[str, Any]]] | None = None
+    train_tasks: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -316,6 +343,19 @@ class SelectOperator(Operator):
     slot = "select"
 
     def select(self, ctx: SelectContext) -> Selection:
+        raise NotImplementedError
+
+
+class MergeOperator(Operator):
+    """Plans a merge of two admitted candidates; the framework does the 3-way merge.
+
+    Hook (issue 13): when a model is declared, a merge operator will also be handed the
+    conflicting hunks to resolve; today conflicts are resolved by the plan's sides.
+    """
+
+    slot = "merge"
+
+    def merge(self, ctx: MergeContext) -> MergePlan:
         raise NotImplementedError
 
 
@@ -402,6 +442,7 @@ SLOT_TABLE: dict[str, SlotSpec] = {
     s.name: s
     for s in (
         SlotSpec("select", SelectOperator, "select", Selection, True, _COMMON),
+        SlotSpec("merge", MergeOperator, "merge", MergePlan, False, _COMMON),
         SlotSpec("rollout", RolloutOperator, "rollout", Rollout, True, _COMMON),
         SlotSpec("analyze", AnalyzeOperator, "analyze", Analysis, False, _COMMON, True),
         SlotSpec("mutate", MutateOperator, "mutate", Mutation, True, _COMMON, True),

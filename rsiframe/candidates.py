@@ -102,6 +102,7 @@ class CandidateRepo:
         message: str,
         ref: str,
         entries: FlatTree | None = None,
+        merged: str | None = None,
     ) -> str:
         """Commit ``tree_sha`` with ``parent`` as git parent and point ``ref`` at it.
 
@@ -112,6 +113,8 @@ class CandidateRepo:
         lines = [f"tree {tree_sha}"]
         if parent:
             lines.append(f"parent {parent}")
+        if merged:  # a merge commit's second parent
+            lines.append(f"parent {merged}")
         lines += [f"author {_IDENT} {stamp}", f"committer {_IDENT} {stamp}", "", message, ""]
         body = "\n".join(lines).encode()
         sha = object_sha(b"commit", body)

@@ -26,7 +26,7 @@ from rsiframe.archive import Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.errors import RsiError
-from rsiframe.evaluation import Job, TaskRunner, evaluate
+from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.opcall import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
@@ -83,6 +83,8 @@ class Engine:
             self.state,
             self.timings,
         )
+        ev = self.recipe.evaluator
+        self.stages = Stages(ev.stages, self.task_lock.split, self.recipe.random_seed)
         surface = Surface(tuple(self.recipe.surface.include), tuple(self.recipe.surface.exclude))
         self.transaction = Transaction(
             self.calls,
@@ -93,6 +95,8 @@ class Engine:
             self.recipe.surface.ignore,
             self.archive.put,
             self.emit,
+            splits=self.stages.splits,
+            merge_rate=getattr(self.recipe.slots.get("merge"), "rate", 0.0),
         )
         for op in ops.values():
             if isinstance(op, UntrustedOperator):  # its code comes from candidate trees
@@ -198,6 +202,9 @@ class Engine:
         for c in st.candidates.values():
             s = c.state
             if s in ("mutated", "evaluating"):
+                if (stop := self.stages.stopped(c)) is not None:  # staged evaluation (#15)
+                    self.emit(stop)
+                    return None
                 split = c.next_split()
                 assert split is not None
                 return self._evaluate(c, split)
@@ -307,7 +314,7 @@ class Engine:
             if reserved:
                 return None
             return self._finish("budget_exhausted", refusal)
-        self.task_lock.check((split,))
+        self.task_lock.check((base_split(split),))  # a stage runs on its split's tasks (#15)
         assert c.commit is not None and c.tree is not None
         attempt = len(c.attempts.get(split, [])) + 1
         self.emit(E.EvaluationStarted(id=c.id, split=split, attempt=attempt))
@@ -318,7 +325,7 @@ class Engine:
             c.parent_commit,
             split,
             attempt,
-            self.task_lock.split[split],
+            self.stages.task_ids(split),  # the stage's tasks (#15)
             c.description,
         )
         t0 = time.perf_counter()

@@ -9,6 +9,7 @@ events of a failed attempt. It reports evidence as it goes (``task_finished``,
 
 from __future__ import annotations
 
+import random
 import time
 import traceback
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun, run_tasks
 from rsiframe.opcall import Progress, Timings
-from rsiframe.state import RunState
+from rsiframe.schema import StageSpec
+from rsiframe.state import CHILD_SPLITS, Candidate, RunState
 from rsiframe.tasks import TaskSet
 
 Emit = Callable[[E.EventData], Any]
@@ -41,6 +43,92 @@ class Job:
     attempt: int
     task_ids: list[str]
     description: str = ""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a staged evaluation: a split or a fixed subset of it (``train@1``)."""
+
+    name: str
+    split: str
+    task_ids: tuple[str, ...]
+    min_score: float | None
+
+
+def base_split(name: str) -> str:
+    """The task-lock split a stage's evaluation runs on (``train@1`` -> ``train``)."""
+    return name.split("@", 1)[0]
+
+
+class Stages:
+    """A child's evaluation cascade (``evaluator.stages``), the same for every child.
+
+    A stage with ``tasks: N`` runs a fixed subset of its split (the first N of the split's
+    task ids shuffled by the recipe's ``random_seed`` and the stage number, so every child
+    is screened on the same tasks) and is recorded as the split ``<split>@<stage>``; a
+    stage without ``tasks`` is the split itself. Splits the cascade does not name
+    (train, gate) follow it. A certified stage scoring below its ``min_score`` stops the
+    child there: it never pays for the later stages (DGM's ``DGM_outer.py``, OpenEvolve's
+    cascade evaluation).
+    """
+
+    def __init__(
+        self, specs: list[StageSpec], split: dict[str, list[str]], random_seed: int = 0
+    ) -> None:
+        self.split = split
+        stages: list[Stage] = []
+        for i, spec in enumerate(specs, 1):
+            ids = sorted(split.get(spec.split, []))
+            name = spec.split
+            if spec.tasks is not None and spec.tasks < len(ids):
+                random.Random(f"{random_seed}:stage{i}").shuffle(ids)
+                ids, name = sorted(ids[: spec.tasks]), f"{spec.split}@{i}"
+            if all(s.name != name for s in stages):
+                stages.append(Stage(name, spec.split, tuple(ids), spec.min_score))
+        if stages:
+            for rest in CHILD_SPLITS:
+                if all(s.name != rest for s in stages):
+                    stages.append(Stage(rest, rest, tuple(split.get(rest, [])), None))
+        self.stages = {s.name: s for s in stages}
+
+    @property
+    def splits(self) -> list[str]:
+        """A child's evaluation splits in order (empty: the default train, gate)."""
+        return list(self.stages)
+
+    def task_ids(self, name: str) -> list[str]:
+        stage = self.stages.get(name)
+        return list(stage.task_ids) if stage is not None else list(self.split[name])
+
+    def stopped(self, c: Candidate) -> E.CandidateRejected | None:
+        """The event that stops ``c`` at a stage it failed (None: it goes on)."""
+        names = c.required_splits
+        for k, name in enumerate(names, 1):
+            rec, stage = c.record(name), self.stages.get(name)
+            if rec is None:
+                return None
+            score = rec.predicate.score
+            if stage is None or stage.min_score is None or score >= stage.min_score:
+                continue
+            return E.CandidateRejected(
+                id=c.id,
+                stage="evaluate",
+                reasons=[
+                    f"stopped at stage {k}/{len(names)} ({name}, {len(stage.task_ids)} tasks): "
+                    f"score {score:.3f} < min_score {stage.min_score:g}"
+                ],
+                commit=c.commit,
+                description=c.description,
+                details={
+                    "stopped_at": name,
+                    "stage": k,
+                    "stages": len(names),
+                    "score": score,
+                    "min_score": stage.min_score,
+                    "tasks": len(stage.task_ids),
+                },
+            )
+        return None
 
 
 class TaskRunner:
@@ -73,7 +161,7 @@ class TaskRunner:
             return {}  # no build, no model, no tokens
 
         def on_built(model: dict[str, Any]) -> None:
-            if split != "rollout":
+            if split not in ("rollout", "minibatch"):  # uncertified runs
                 self.emit(E.ModelBuilt(id=cid, split=split, attempt=attempt, model=model))
 
         def on_usage(usage: dict[str, int]) -> None:

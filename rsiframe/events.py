@@ -78,6 +78,8 @@ class CandidateProposed(EventData):
     reason: str = ""
     #: where select placed the child (an island, a MAP-Elites cell); empty otherwise
     placement: dict[str, Any] = {}
+    #: a merge's two parents ``[first, second]`` (``parent`` is the first); empty otherwise
+    parents: list[str] = []
 
 
 class RolloutDone(EventData):
@@ -103,10 +105,15 @@ class CandidateMutated(EventData):
     changes: list[dict[str, Any]] = Field(default_factory=list)
     mutation: str | None = None  # artifact: the operator's Mutation result
     sandbox: dict[str, Any] = Field(default_factory=dict)  # isolation used per slot
+    #: a merge's second parent commit (the git merge commit's other parent)
+    merged_commit: str | None = None
+    #: the evaluation stages it must pass, in order (staged evaluation); empty: train, gate
+    splits: list[str] = Field(default_factory=list)
 
 
 class CandidateRejected(EventData):
-    """A candidate ended before (or by) its build: the stage and why, with evidence."""
+    """A candidate ended before (or by) its build, or stopped at an evaluation stage
+    (``stage: evaluate``, ``details.stopped_at``): the stage and why, with evidence."""
 
     type = "candidate_rejected"
     id: str

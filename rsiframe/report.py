@@ -37,6 +37,10 @@ class CandidateStatus(BaseModel):
     contamination: dict[str, Any] | None = None
     #: where its proposal placed it in a structured archive (island, MAP-Elites cell)
     placement: dict[str, Any] = {}
+    #: every parent, ``parent`` first: two for a merge
+    parents: list[str] = []
+    #: the evaluation stage a staged evaluation stopped it at (``train@1``), if any
+    stopped_at: str | None = None
 
 
 def model_of(c: Candidate) -> dict[str, Any] | None:
@@ -134,6 +138,8 @@ def status_of(loaded: LoadedRun) -> StatusReport:
                 model=model_of(c),
                 contamination=contamination_of(c),
                 placement=c.placement,
+                parents=c.parents,
+                stopped_at=c.stopped_at,
             )
         )
     champ = st.champion()
@@ -238,7 +244,7 @@ def candidate_table(report: StatusReport) -> Table:
         )
         table.add_row(
             c.id,
-            c.parent or "",
+            "+".join(c.parents) or (c.parent or ""),
             str(c.generation),
             c.state,
             _fmt(c.scores.train),

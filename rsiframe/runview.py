@@ -36,6 +36,7 @@ def as_view(c: Candidate) -> CandidateView:
         tree=c.tree,
         description=c.description,
         placement=c.placement,
+        parents=tuple(c.parents),
     )
 
 

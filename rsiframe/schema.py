@@ -68,9 +68,19 @@ class SurfaceSpec(_Strict):
     )
 
 
+class StageSpec(_Strict):
+    """One stage of a child's evaluation cascade (DGM, HyperAgents, OpenEvolve)."""
+
+    split: Literal["train", "gate"] = Field(description="the split whose tasks it runs")
+    tasks: int | None = Field(None, ge=1, description="a fixed subset of this many tasks")
+    min_score: float | None = Field(None, description="below this, the child stops here")
+
+
 class EvaluatorSpec(_Strict):
     engine: str = "local"
     config: dict[str, Any] = Field(default_factory=dict)
+    #: a child's evaluation as a cascade of stages; empty: train, then gate
+    stages: list[StageSpec] = Field(default_factory=list)
 
 
 class _SlotsBase(_Strict):
@@ -85,11 +95,22 @@ def _field(slot: str) -> str:
     return slot + "_" if hasattr(BaseModel, slot) else slot
 
 
+class MergeChoice(SlotChoice):
+    """The ``merge`` slot also says how often a proposal is a merge instead of a mutation."""
+
+    rate: float = Field(0.2, ge=0, le=1, description="probability that a proposal is a merge")
+
+
+#: slots whose recipe entry carries more than operator and config
+_CHOICES: dict[str, type[SlotChoice]] = {"merge": MergeChoice}
+
+
 def _slot_field(spec: SlotSpec) -> Any:
     alias = spec.name if _field(spec.name) != spec.name else None
+    choice = _CHOICES.get(spec.name, SlotChoice)
     if spec.required:
-        return (SlotChoice, Field(..., alias=alias))
-    return (SlotChoice | None, Field(None, alias=alias))
+        return (choice, Field(..., alias=alias))
+    return (choice | None, Field(None, alias=alias))
 
 
 #: ``slots:`` of a recipe, one field per row of :data:`rsiframe.api.SLOT_TABLE`

@@ -64,6 +64,19 @@ class Candidate:
     analysis: str | None = None
     model: dict[str, Any] | None = None  # the latest model_built (D/T/H builds)
     placement: dict[str, Any] = field(default_factory=dict)  # island, cell (select's placement)
+    second_parent: str | None = None  # a merge's second parent
+    splits: tuple[str, ...] = ()  # its evaluation stages (staged evaluation); empty: default
+
+    @property
+    def parents(self) -> list[str]:
+        """Every parent, first (``parent``) first; two for a merge."""
+        return [p for p in (self.parent, self.second_parent) if p is not None]
+
+    @property
+    def stopped_at(self) -> str | None:
+        """The evaluation stage a staged evaluation stopped it at (None: it did not stop)."""
+        details = (self.rejected or {}).get("details") or {}
+        return details.get("stopped_at")
 
     @property
     def is_seed(self) -> bool:
@@ -71,7 +84,7 @@ class Candidate:
 
     @property
     def required_splits(self) -> tuple[str, ...]:
-        return SEED_SPLITS if self.is_seed else CHILD_SPLITS
+        return SEED_SPLITS if self.is_seed else (self.splits or CHILD_SPLITS)
 
     def latest(self, split: str) -> Attempt | None:
         tries = self.attempts.get(split)
@@ -204,6 +217,7 @@ class RunState:
             generation=d.generation,
             index=len(self.candidates),
             placement=dict(d.placement),
+            second_parent=d.parents[1] if len(d.parents) > 1 else None,
         )
         self.candidates[c.id] = c
         self.proposed_in[c.generation] = self.proposed_in.get(c.generation, 0) + 1
@@ -219,6 +233,7 @@ class RunState:
         c.commit, c.tree, c.parent_commit = d.commit, d.tree, d.parent_commit
         c.description = d.description
         c.changes = list(d.changes)
+        c.splits = tuple(d.splits)
 
     def _on_candidate_rejected(self, ev: Event, d: E.CandidateRejected) -> None:
         self.candidates[d.id].rejected = E.payload(d)

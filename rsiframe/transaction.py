@@ -23,6 +23,8 @@ from rsiframe import events as E
 from rsiframe.api import (
     AnalyzeContext,
     Check,
+    MergeContext,
+    MergePlan,
     MutateContext,
     Mutation,
     NoveltyContext,
@@ -36,6 +38,7 @@ from rsiframe.digest import canonical_json
 from rsiframe.evaluation import TaskRunner
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.guardrail import check as guardrail_check
+from rsiframe.merge import merge_base, three_way
 from rsiframe.opcall import OperatorCalls, OperatorFailed
 from rsiframe.runview import as_view
 from rsiframe.state import Candidate, RunState
@@ -64,6 +67,9 @@ class Transaction:
         ignore: list[str],
         put: Callable[[bytes], str],
         emit: Emit,
+        *,
+        splits: list[str] | None = None,
+        merge_rate: float = 0.0,
     ) -> None:
         self.calls = calls
         self.repo = repo
@@ -73,6 +79,10 @@ class Transaction:
         self.ignore = ignore
         self.put = put  # artifacts are content-addressed: any thread may store them
         self.emit = emit
+        self.splits = list(splits or [])  # a child's evaluation stages (staged evaluation)
+        self.merge_rate = merge_rate
+        #: merges proposed by select, run by :meth:`run`: (plan, second parent, base)
+        self._merges: dict[str, tuple[MergePlan, Candidate, Candidate]] = {}
 
     def put_json(self, value: Any) -> str:
         return self.put(canonical_json(value))
@@ -98,19 +108,50 @@ class Transaction:
             raise RunFailure(
                 f"select operator chose {sel.parent!r}, which is not an admitted candidate"
             )
-        return E.CandidateProposed(
+        proposed = E.CandidateProposed(
             id=cid,
             parent=parent.id,
             generation=generation,
             reason=sel.reason,
             placement=sel.placement,
         )
+        return self._maybe_merge(state, proposed, parent, generation)
+
+    def _maybe_merge(
+        self, state: RunState, proposed: E.CandidateProposed, parent: Candidate, generation: int
+    ) -> E.CandidateProposed:
+        """With probability ``merge.rate``, the proposal becomes a merge the operator plans."""
+        cid, op = proposed.id, self.calls.op("merge")
+        if op is None or self.calls.rng(cid, "merge-rate").random() >= self.merge_rate:
+            return proposed
+        ctx = MergeContext(
+            self.calls.view, self.calls.rng(cid, "merge"), generation, cid, as_view(parent)
+        )
+        try:
+            plan: MergePlan = self.calls.call(cid, "merge", lambda: op.merge(ctx))
+        except OperatorFailed as exc:
+            raise RunFailure(str(exc)) from exc
+        if plan.partner is None:  # no partner worth merging: a mutation after all
+            return proposed
+        second = state.candidates.get(plan.partner)
+        if second is None or second.state != "admitted" or second.id == parent.id:
+            raise RunFailure(
+                f"merge operator chose {plan.partner!r}, which is not a second admitted candidate"
+            )
+        dag = {c.id: c.parents for c in state.candidates.values()}
+        base = state.candidates[merge_base(dag, parent.id, second.id) or ""]
+        self._merges[cid] = (plan, second, base)
+        reason = f"merge of {parent.id} and {second.id} (base {base.id}): {plan.reason}"
+        return proposed.model_copy(update={"parents": [parent.id, second.id], "reason": reason})
 
     # -- the rest -------------------------------------------------------------------
 
     def run(self, cid: str, parent: Candidate, generation: int, workdir: Path) -> Outcome:
-        """Rollout to commit in ``workdir``; an operator's failure rejects the child."""
+        """Rollout to commit in ``workdir`` (or a merge); an operator's failure rejects it."""
         try:
+            merge = self._merges.pop(cid, None)
+            if merge is not None:
+                return self._merge(cid, parent, generation, workdir, *merge)
             return self._steps(cid, parent, generation, workdir)
         except OperatorFailed as exc:
             digest = self.put(exc.trace.encode())
@@ -148,7 +189,44 @@ class Transaction:
         mutation: Mutation = calls.call(cid, "mutate", lambda: mop.mutate(mctx))
         if mutation.usage.tokens or mutation.usage.cost:
             self.emit(E.UsageSpent(id=cid, slot="mutate", **mutation.usage.model_dump()))
+        return self._commit(cid, parent, generation, workdir, mutation)
 
+    def _merge(
+        self,
+        cid: str,
+        parent: Candidate,
+        generation: int,
+        workdir: Path,
+        plan: MergePlan,
+        second: Candidate,
+        base: Candidate,
+    ) -> Outcome:
+        """The framework's 3-way merge of two admitted candidates, then the usual checks."""
+        assert parent.commit and second.commit and base.commit
+        self.calls.progress.stage(cid, "merge")
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.copytree(self.export(parent), workdir, symlinks=True)
+        out = three_way(
+            self.repo, base.commit, parent.commit, second.commit, self.surface, plan, workdir
+        )
+        mutation = Mutation(
+            description=f"merge {parent.id} + {second.id}",
+            details={"base": base.id, "plan": plan.model_dump(mode="json"), **out.as_dict()},
+        )
+        return self._commit(cid, parent, generation, workdir, mutation, second)
+
+    def _commit(
+        self,
+        cid: str,
+        parent: Candidate,
+        generation: int,
+        workdir: Path,
+        mutation: Mutation,
+        second: Candidate | None = None,
+    ) -> Outcome:
+        """Guardrail, validate, novelty and the commit (a merge commit with ``second``)."""
+        calls, view, pview = self.calls, self.calls.view, as_view(parent)
+        assert parent.commit is not None
         # guardrail: the actual tree diff against the surface (framework-owned)
         calls.progress.stage(cid, "guardrail")
         snap = snapshot(workdir, self.ignore)
@@ -161,11 +239,20 @@ class Transaction:
             violations = [v.as_dict() for v in report.violations]
             return reject("guardrail", reasons, snap, violations=violations)
         if not report.changes:
-            return reject("mutate", ["the mutation changed nothing"], None)
+            step = "mutate" if second is None else "merge"
+            return reject(step, [f"the {step} changed nothing"], None)
         validated: Check | None = None
         if (vop := calls.op("validate")) is not None:
             vctx = ValidateContext(
-                view, calls.rng(cid, "validate"), generation, cid, pview, workdir, changes
+                view,
+                calls.rng(cid, "validate"),
+                generation,
+                cid,
+                pview,
+                workdir,
+                changes,
+                self._work_runner(cid, workdir),
+                list(self.task_lock.split["train"]),
             )
             check = validated = calls.call(cid, "validate", lambda: vop.validate(vctx))
             if not check.ok:
@@ -192,6 +279,7 @@ class Transaction:
             f"{cid}: {mutation.description}",
             f"{CANDIDATE_REFS}/{cid}",
             entries=snap.entries,
+            merged=second.commit if second is not None else None,
         )
         return E.CandidateMutated(
             id=cid,
@@ -202,7 +290,26 @@ class Transaction:
             changes=changes,
             mutation=self.put_json(mutation.model_dump(mode="json")),
             sandbox=_sandboxes(mutation, validated),
+            merged_commit=second.commit if second is not None else None,
+            splits=self.splits,
         )
+
+    def _work_runner(self, cid: str, workdir: Path) -> Callable[[list[str]], list[dict[str, Any]]]:
+        """Validate's ``run_train``: the work tree, sandboxed and uncertified, on train ids."""
+        train = self.task_lock.split["train"]
+
+        def run_train(task_ids: list[str]) -> list[dict[str, Any]]:
+            ids = [t for t in task_ids if t in train]
+            self.task_lock.check(("train",))
+            copy = workdir.with_name(workdir.name + "-minibatch")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(workdir, copy, symlinks=True)  # the work tree stays untouched
+            try:
+                return _rows(self.tasks.run(cid, "minibatch", copy, ids))
+            finally:
+                shutil.rmtree(copy, ignore_errors=True)
+
+        return run_train
 
     def _rollout(self, cid: str, parent: Candidate, generation: int) -> Rollout:
         train = self.task_lock.split["train"]
@@ -210,17 +317,7 @@ class Transaction:
         def run_train(task_ids: list[str] | None = None) -> list[dict[str, Any]]:
             ids = [t for t in (task_ids or train) if t in train]
             self.task_lock.check(("train",))
-            out = self.tasks.run(cid, "rollout", self.export(parent), ids)
-            return [
-                {
-                    "task": r.task_id,
-                    "reward": r.reward,
-                    "error": r.error,
-                    "trajectory": r.trajectory_digest,
-                    **_tails(r.trajectory),
-                }
-                for r in sorted(out.runs.values(), key=lambda r: r.task_id)
-            ]
+            return _rows(self.tasks.run(cid, "rollout", self.export(parent), ids))
 
         ctx = RolloutContext(
             self.calls.view,
@@ -272,6 +369,20 @@ class _Rejector:
             output=output[-4000:],
             sandbox=_sandboxes(self.mutation, validated),
         )
+
+
+def _rows(out: Any) -> list[dict[str, Any]]:
+    """Uncertified task runs as operators see them (reward, error, trajectory, tails)."""
+    return [
+        {
+            "task": r.task_id,
+            "reward": r.reward,
+            "error": r.error,
+            "trajectory": r.trajectory_digest,
+            **_tails(r.trajectory),
+        }
+        for r in sorted(out.runs.values(), key=lambda r: r.task_id)
+    ]
 
 
 def _tails(trajectory: dict[str, Any]) -> dict[str, str]:

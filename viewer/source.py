@@ -49,6 +49,7 @@ class Row:
     decision: str
     badge: str
     description: str
+    merged: str = ""  # a merge's second parent (the lineage is a DAG)
 
 
 @dataclass
@@ -97,6 +98,7 @@ def row_of(c: Candidate) -> Row:
         decision=decision,
         badge=badge(c),
         description=c.description or (c.rejected or {}).get("description", ""),
+        merged=c.second_parent or "",
     )
 
 
@@ -338,6 +340,14 @@ class RunSource:
         for r in sorted(self.rows(), key=lambda r: r.index):
             if r.parent:
                 out.setdefault(r.parent, []).append(r.id)
+        return out
+
+    def merged_into(self) -> dict[str, list[str]]:
+        """Second parent -> the merges it went into (their first parent holds them)."""
+        out: dict[str, list[str]] = {}
+        for r in sorted(self.rows(), key=lambda r: r.index):
+            if r.merged:
+                out.setdefault(r.merged, []).append(r.id)
         return out
 
     def events_for(self, cid: str) -> list[Event]:

@@ -32,6 +32,7 @@ class CandidateScreen(Screen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("p", "parent", "Parent"),
+        Binding("b", "diff_base", "Diff vs other parent"),
         *(
             Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False)
             for i, t in enumerate(TABS)
@@ -45,6 +46,7 @@ class CandidateScreen(Screen):
         self.repo = repo
         self.loaded: set[str] = set()
         self._diff_done = False
+        self.base = 0  # which parent the diff is taken against (1: a merge's second)
 
     def compose(self) -> ComposeResult:
         yield CandidateHeader(id="candidate-header")
@@ -105,6 +107,15 @@ class CandidateScreen(Screen):
         if c is not None and c.parent:
             self.post_message(CandidateChosen(self.source, c.parent))
 
+    def action_diff_base(self) -> None:
+        """A merge: take the diff against the other parent."""
+        c = self.source.candidate(self.cid)
+        if c is None or len(c.parents) < 2:
+            return
+        self.base = 1 - self.base
+        self._diff_done = False
+        self._load_diff()
+
     # -- lazy tabs -----------------------------------------------------------------
 
     def _load_tab(self, name: str) -> None:
@@ -133,14 +144,19 @@ class CandidateScreen(Screen):
         c = self.source.candidate(self.cid)
         if c is None:
             return
-        parent = self.source.candidate(c.parent) if c.parent else None
+        against = c.parents[self.base] if self.base < len(c.parents) else c.parent
+        parent = self.source.candidate(against) if against else None
         old, new = diff_base(c, parent)
+        if self.base and parent is not None:
+            old = parent.commit  # a merge's second parent
         if new is None:
             self.app.call_from_thread(view.message, "no commit: the mutation produced no tree")
         else:
             try:
                 diffs = self.repo.diff(old, new)
-                title = f"{c.parent or 'empty tree'} ({(old or '')[:12]}) → {c.id} ({new[:12]})"
+                title = f"{against or 'empty tree'} ({(old or '')[:12]}) → {c.id} ({new[:12]})"
+                if len(c.parents) > 1:
+                    title += "   (b: diff against the other parent)"
                 self.app.call_from_thread(view.show, diffs, title)
             except (RsiError, ValueError, KeyError, OSError) as exc:
                 self.app.call_from_thread(view.message, f"cannot read the diff: {exc}", "red")

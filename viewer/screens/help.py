@@ -33,6 +33,7 @@ being written updates on screen within a second or two.
 | | `c` | jump to the champion |
 | candidate | `1`..`5` | diff, certificates, rewards, evidence, notes |
 | | `p` | open the parent |
+| | `b` | a merge: take the diff against the other parent |
 | | `[` / `]` | previous / next page of a large log |
 
 **Badges**: ✓ every evaluation certified (signature verifies and binds this run, commit,

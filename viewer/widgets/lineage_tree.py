@@ -1,5 +1,6 @@
-"""The candidate tree: children under their parent, the seed→champion path highlighted,
-candidates that did not make it dimmed. Children are added when a node is first opened."""
+"""The candidate DAG: children under their (first) parent, the seed→champion path
+highlighted, candidates that did not make it dimmed; a merge also shows under its second
+parent as a ⑂ link. Children are added when a node is first opened."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ class LineageTree(Tree[str]):
         self.nodes: dict[str, TreeNode[str]] = {}
         self.rows: dict[str, Row] = {}
         self.kids: dict[str, list[str]] = {}
+        self.merges: dict[str, list[str]] = {}  # second parent -> merges it went into
         self.path: set[str] = set()
         self.filled: set[str] = set()
+        self.links: dict[str, set[str]] = {}  # merge links drawn under a second parent
         self.guide_depth = 2
 
     def label_of(self, row: Row) -> Text:
@@ -43,6 +46,8 @@ class LineageTree(Tree[str]):
         kids = len(self.kids.get(row.id, []))
         if kids:
             t.append(f"  ({kids} children)", style="dim")
+        if row.merged:
+            t.append(f"  ⑂ merge of {row.parent} + {row.merged}", style="magenta")
         if row.description:
             t.append(f"  {row.description[:50]}", style="dim")
         return t
@@ -51,18 +56,19 @@ class LineageTree(Tree[str]):
         """Read the whole tree again (on mount and after new candidates)."""
         self.rows = {r.id: r for r in self.source.rows()}
         self.kids = self.source.children()
+        self.merges = self.source.merged_into()
         self.path = set(self.source.champion_path())
         seed = next((r for r in self.rows.values() if not r.parent), None)
         if seed is None:
             return
         if seed.id not in self.nodes:
             self.clear()
-            self.nodes, self.filled = {}, set()
+            self.nodes, self.filled, self.links = {}, set(), {}
             self.nodes[seed.id] = self.root.add(self.label_of(seed), data=seed.id, expand=True)
         for cid, node in list(self.nodes.items()):
             if cid in self.rows:
                 node.set_label(self.label_of(self.rows[cid]))
-                node.allow_expand = bool(self.kids.get(cid))
+                node.allow_expand = self._expands(cid)
             if cid in self.filled:
                 self._fill(cid, again=True)
         for cid in sorted(self.path, key=lambda i: self.rows[i].index):
@@ -80,8 +86,20 @@ class LineageTree(Tree[str]):
                 continue
             row = self.rows[kid]
             self.nodes[kid] = node.add(
-                self.label_of(row), data=kid, allow_expand=bool(self.kids.get(kid))
+                self.label_of(row), data=kid, allow_expand=self._expands(kid)
             )
+        linked = self.links.setdefault(cid, set())
+        for kid in self.merges.get(cid, []):
+            if kid in linked:
+                continue
+            linked.add(kid)
+            row = self.rows[kid]
+            label = Text(f"⑂ {kid}", style="magenta")
+            label.append(f"  merge, drawn under {row.parent}  {row.state}", style="dim")
+            node.add_leaf(label, data=kid)
+
+    def _expands(self, cid: str) -> bool:
+        return bool(self.kids.get(cid) or self.merges.get(cid))
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         if event.node.data:
