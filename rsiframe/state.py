@@ -65,6 +65,7 @@ class Candidate:
     model: dict[str, Any] | None = None  # the latest model_built (D/T/H builds)
     placement: dict[str, Any] = field(default_factory=dict)  # island, cell (select's placement)
     second_parent: str | None = None  # a merge's second parent
+    merged_commit: str | None = None  # its commit (the merge commit's second git parent)
     splits: tuple[str, ...] = ()  # its evaluation stages (staged evaluation); empty: default
 
     @property
@@ -234,6 +235,7 @@ class RunState:
         c.description = d.description
         c.changes = list(d.changes)
         c.splits = tuple(d.splits)
+        c.merged_commit = d.merged_commit
 
     def _on_candidate_rejected(self, ev: Event, d: E.CandidateRejected) -> None:
         self.candidates[d.id].rejected = E.payload(d)

@@ -315,11 +315,15 @@ def _commit_problems(paths: RunPaths, st: RunState) -> list[str]:
             if repo.tree_of(c.commit) != c.tree:
                 problems.append(f"{c.id}: commit {short} does not have the recorded tree")
             parents = repo.parents_of(c.commit)
-            if parents != ([c.parent_commit] if c.parent_commit else []):
+            want = [p for p in (c.parent_commit, c.merged_commit) if p]  # a merge: two
+            if parents != want:
                 problems.append(f"{c.id}: commit {short} does not descend from its parent")
             parent = st.candidates.get(c.parent) if c.parent else None
             if parent is not None and parent.commit != c.parent_commit:
                 problems.append(f"{c.id}: parent commit differs from {parent.id}'s commit")
+            second = st.candidates.get(c.second_parent) if c.second_parent else None
+            if (second.commit if second else None) != c.merged_commit:
+                problems.append(f"{c.id}: merged commit differs from its second parent's")
             if repo.ref_target(f"{CANDIDATE_REFS}/{c.id}") != c.commit:
                 problems.append(f"{c.id}: {CANDIDATE_REFS}/{c.id} does not point at {short}")
         return problems
@@ -335,9 +339,10 @@ def _admitted_problems(st: RunState) -> list[str]:
             if missing:
                 problems.append(f"{c.id}: admitted without a verified {'/'.join(missing)} record")
         if c.parent is not None and c.commit is not None:
-            parent = st.candidates.get(c.parent)
-            if parent is None or parent.state != "admitted":
-                problems.append(f"{c.id}: its parent {c.parent} is not an admitted candidate")
+            for pid in c.parents:  # a merge's two parents were both admitted
+                parent = st.candidates.get(pid)
+                if parent is None or parent.state != "admitted":
+                    problems.append(f"{c.id}: its parent {pid} is not an admitted candidate")
     return problems
 
 
