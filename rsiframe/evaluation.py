@@ -201,6 +201,21 @@ class TaskRunner:
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
         return out
 
+    @staticmethod
+    def rows(out: EvaluationOutput) -> list[dict[str, Any]]:
+        """Uncertified task runs as operators see them (reward, error, trajectory, tails)."""
+        tails = ("stdout_tail", "stderr_tail")
+        return [
+            {
+                "task": r.task_id,
+                "reward": r.reward,
+                "error": r.error,
+                "trajectory": r.trajectory_digest,
+                **{k: r.trajectory.get("agent", {}).get(k, "") for k in tails},
+            }
+            for r in sorted(out.runs.values(), key=lambda r: r.task_id)
+        ]
+
 
 def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventData]:
     """Run one attempt; its results, or the events that end it as failed.

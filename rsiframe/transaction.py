@@ -305,7 +305,7 @@ class Transaction:
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(workdir, copy, symlinks=True)  # the work tree stays untouched
             try:
-                return _rows(self.tasks.run(cid, "minibatch", copy, ids))
+                return self.tasks.rows(self.tasks.run(cid, "minibatch", copy, ids))
             finally:
                 shutil.rmtree(copy, ignore_errors=True)
 
@@ -317,7 +317,7 @@ class Transaction:
         def run_train(task_ids: list[str] | None = None) -> list[dict[str, Any]]:
             ids = [t for t in (task_ids or train) if t in train]
             self.task_lock.check(("train",))
-            return _rows(self.tasks.run(cid, "rollout", self.export(parent), ids))
+            return self.tasks.rows(self.tasks.run(cid, "rollout", self.export(parent), ids))
 
         ctx = RolloutContext(
             self.calls.view,
@@ -369,25 +369,6 @@ class _Rejector:
             output=output[-4000:],
             sandbox=_sandboxes(self.mutation, validated),
         )
-
-
-def _rows(out: Any) -> list[dict[str, Any]]:
-    """Uncertified task runs as operators see them (reward, error, trajectory, tails)."""
-    return [
-        {
-            "task": r.task_id,
-            "reward": r.reward,
-            "error": r.error,
-            "trajectory": r.trajectory_digest,
-            **_tails(r.trajectory),
-        }
-        for r in sorted(out.runs.values(), key=lambda r: r.task_id)
-    ]
-
-
-def _tails(trajectory: dict[str, Any]) -> dict[str, str]:
-    agent = trajectory.get("agent", {})
-    return {k: agent.get(k, "") for k in ("stdout_tail", "stderr_tail")}
 
 
 def _sandboxes(mutation: Mutation, check: Check | None) -> dict[str, Any]:
