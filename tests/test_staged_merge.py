@@ -172,10 +172,19 @@ def test_merge_base_is_the_nearest_common_ancestor_in_the_dag() -> None:
     assert merge_base(dag, "c", "m") == "c"
 
 
-def test_merges_are_git_merge_commits_with_two_parents_in_events_and_status(
-    tmp_path: Path,
-) -> None:
-    mini = make_mini(tmp_path / "proj", generations=3, children=3)
+@pytest.fixture(scope="module")
+def merge_run(tmp_path_factory: pytest.TempPathFactory) -> Mini:
+    """One real mini run with merges (uniform select, every child admitted)."""
+    root = tmp_path_factory.mktemp("merge")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RSIFRAME_KEY_DIR", str(root / "keys"))
+        mini = _merge_mini(root)
+        _run(mini)
+    return mini
+
+
+def _merge_mini(root: Path) -> Mini:
+    mini = make_mini(root / "proj", generations=3, children=3)
     # level and style apart, so both sides' changes merge line by line
     (mini.seed / "config.yaml").write_text("level: 1\na: 0\nb: 0\nc: 0\nstyle: plain\n")
     _edit(
@@ -187,7 +196,13 @@ def test_merges_are_git_merge_commits_with_two_parents_in_events_and_status(
         ),
         ("{operator: improves_parent}", "{operator: always}"),
     )
-    _run(mini)
+    return mini
+
+
+def test_merges_are_git_merge_commits_with_two_parents_in_events_and_status(
+    merge_run: Mini,
+) -> None:
+    mini = merge_run
     proposed = [e["data"] for e in events(mini.run_dir()) if e["type"] == "candidate_proposed"]
     merges = [p for p in proposed if p["parents"]]
     assert merges, "rate 0.5 over 9 proposals made no merge"
@@ -254,3 +269,49 @@ def test_minibatch_validate_runs_the_work_tree_against_the_parents_rewards(
         assert c["scores"]["train"] > parent["scores"]["train"]
     # minibatch runs are uncertified: no certificate or evaluation names them
     assert not any(e["data"].get("split") == "minibatch" for e in evs)
+
+
+def test_the_lineage_draws_merges_and_the_diff_takes_either_parent(merge_run: Mini) -> None:
+    import asyncio
+
+    from test_viewer import _plain, settle
+
+    from rsiframe.viewer.app import ViewerApp
+    from rsiframe.viewer.screens.candidate import CandidateScreen
+    from rsiframe.viewer.widgets.diff_view import DiffView
+    from rsiframe.viewer.widgets.lineage_tree import LineageTree
+
+    status = {c["id"]: c for c in status_json(merge_run.run_dir())["candidates"]}
+    mid, (a, b) = next((c["id"], c["parents"]) for c in status.values() if len(c["parents"]) > 1)
+
+    def diff_title(screen: CandidateScreen) -> str:
+        return _plain(screen.query_one(DiffView).query(".diff-title").first())
+
+    async def drive() -> None:
+        app = ViewerApp(merge_run.run_dir())
+        async with app.run_test(size=(160, 40)) as pilot:
+            await settle(app, pilot)
+            await pilot.press("l")
+            await settle(app, pilot)
+            tree = app.screen.query_one(LineageTree)
+            tree.move_cursor(tree.nodes["c0000"])
+            tree.action_expand_subtree()
+            await pilot.pause()
+            assert f"merge of {a} + {b}" in str(tree.nodes[mid].label)
+            links = [n for n in tree.nodes[b].children if n.data == mid]
+            assert links and "merge" in str(links[0].label)  # drawn under both parents
+            tree.move_cursor(tree.nodes[mid])
+            await pilot.press("enter")
+            await settle(app, pilot)
+            screen = app.screen
+            assert isinstance(screen, CandidateScreen) and screen.cid == mid
+            await asyncio.sleep(0.3)
+            await settle(app, pilot)
+            assert diff_title(screen).startswith(f"{a} ")
+            await pilot.press("b")
+            await asyncio.sleep(0.3)
+            await settle(app, pilot)
+            assert diff_title(screen).startswith(f"{b} ")
+            await pilot.press("q")
+
+    asyncio.run(drive())
