@@ -58,6 +58,7 @@ class CandidateInfo(_Model):
     tree: str | None
     description: str = ""
     placement: dict[str, Any] = Field(default_factory=dict)
+    parents: list[str] = Field(default_factory=list)  # a merge: two
     scores: dict[str, float | None] = Field(default_factory=dict)
 
     def view(self) -> CandidateView:
@@ -70,6 +71,7 @@ class CandidateInfo(_Model):
             self.tree,
             self.description,
             dict(self.placement),
+            tuple(self.parents),
         )
 
 
