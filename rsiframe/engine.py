@@ -830,6 +830,7 @@ class Engine:
                 score=aggregate(rewards),
                 isolation=self.evaluator.isolation,
                 model=out.model,
+                evaluator=self.evaluator.record_part(),
                 framework_version=__version__,
                 started_at=started,
                 finished_at=time.time(),

@@ -66,3 +66,8 @@ class SandboxError(RsiError):
     """The sandbox could not be started (not a task failure: the evaluation fails)."""
 
     exit_code = EXIT_FAILED
+
+
+class EngineUnavailable(RsiError):
+    """An evaluator engine or environment the recipe names cannot run here (checked at
+    preflight: Harbor's environment, an environment that cannot start, Docker down)."""

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, faults, serving
+from rsiframe import __version__, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
 from rsiframe.digest import sha256_bytes, sha256_json
@@ -171,6 +171,10 @@ class LocalEngine:
 
     def fingerprint(self) -> str:
         return sha256_json({**self.lock_parts(), "code": _code_digest()})
+
+    def record_part(self) -> dict[str, Any] | None:
+        """The certified record's evaluator part (none for the local engine)."""
+        return None
 
     def run(
         self,
@@ -385,9 +389,21 @@ def _phase(res: ProcResult) -> dict[str, Any]:
     }
 
 
-ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], LocalEngine]]] = {
+ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], Any]]] = {
     "local": (LocalEngineConfig, LocalEngine),
+    "harbor": (harbor_engine.HarborEngineConfig, harbor_engine.HarborEngine),
 }
+#: checks an engine makes before a run folder exists (bad input: one line, exit 2)
+PREFLIGHT: dict[str, Callable[[Any, TaskSet, list[str]], None]] = {
+    "harbor": harbor_engine.preflight,
+}
+
+
+def preflight_engine(engine: str, config: BaseModel, taskset: TaskSet, task_ids: list[str]) -> None:
+    """The engine's own preflight (Harbor: its environment starts, it accepts the tasks)."""
+    check = PREFLIGHT.get(engine)
+    if check is not None:
+        check(config, taskset, task_ids)
 
 
 def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:
