@@ -18,6 +18,7 @@ artifacts. Harbor's version is part of the fingerprint, so another Harbor refuse
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -72,8 +72,8 @@ class HarborEngineConfig(BaseModel):
         "kwargs, tools); a string value 'candidate:PATH' becomes that file's path",
     )
     model: str | None = Field(None, description="model name for a built-in agent")
-    environment: Literal["bwrap", "docker", "daytona", "modal", "e2b", "runloop", "gke"] = (
-        Field("bwrap", description="where trials run")
+    environment: Literal["bwrap", "docker", "daytona", "modal", "e2b", "runloop", "gke"] = Field(
+        "bwrap", description="where trials run"
     )
     environment_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="kwargs passed to the environment (cloud accounts)"
@@ -155,7 +155,9 @@ class HarborEngine:
         if c.environment == "bwrap":
             env_kwargs = {
                 "bwrap": shutil.which("bwrap") or "bwrap",
-                "ro_binds": sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}),
+                "ro_binds": sorted(
+                    {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+                ),
                 "path": ":".join(
                     dict.fromkeys(
                         [
@@ -338,7 +340,9 @@ class HarborEngine:
                 "agent": res.get("agent_info"),
             },
         }
-        seconds = _seconds({"started_at": res.get("started_at"), "finished_at": res.get("finished_at")})
+        seconds = _seconds(
+            {"started_at": res.get("started_at"), "finished_at": res.get("finished_at")}
+        )
         return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
 
     def _job_evidence(self, job: Path, put: Callable[[bytes], str]) -> str:
@@ -357,10 +361,8 @@ class HarborEngine:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 
@@ -412,7 +414,8 @@ for path in sys.argv[1:]:
     try:
         Task(path)
     except Exception as exc:
-        problems.append([path, type(exc).__name__ + ": " + str(exc).splitlines()[0][:300]])
+        lines = [x.strip() for x in str(exc).splitlines() if x.strip()][:3]
+        problems.append([path, (type(exc).__name__ + ": " + "; ".join(lines))[:400]])
 print(json.dumps(problems))
 """
 

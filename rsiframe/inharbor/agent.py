@@ -55,7 +55,9 @@ class CandidateAgent(BaseAgent):
         await environment.upload_dir(self._candidate, "/candidate")
         await environment.exec("chmod -R a-w /candidate", user="root")
 
-    async def run(self, instruction: str, environment: BaseEnvironment, context: AgentContext) -> None:
+    async def run(
+        self, instruction: str, environment: BaseEnvironment, context: AgentContext
+    ) -> None:
         workdir = environment.task_env_config.workdir or "/app"
         await environment.exec("mkdir -p /rsi-task", user="root")
         ins = self.logs_dir / "instruction.md"

@@ -25,6 +25,7 @@ the standard library and Harbor, never rsiframe. Every ``exec`` is one bubblewra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import shutil
@@ -302,7 +303,18 @@ class BwrapEnvironment(BaseEnvironment):
         # the overlays are mounted by this host's root in a mount namespace of their own,
         # which ends with the command; bubblewrap then binds them like any folder
         script = " && ".join([*overlays, 'exec "$@"'])
-        return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *args]
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            *args,
+        ]
 
     def _masks(self) -> list[str]:
         roots = [(d, d) for d in (*OVERLAID, *FOLLOWED, *self._ro_binds)]
@@ -367,10 +379,8 @@ class _Result(ExecResult):
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _read(f: Any, limit: int | None) -> bytes:
