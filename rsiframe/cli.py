@@ -322,6 +322,13 @@ def selftest() -> None:
     show_default=True,
     help="the experiment's evaluation sandbox (process: see what the fallback lets through)",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "harbor"]),
+    default="local",
+    show_default=True,
+    help="the experiment's evaluator engine (harbor: Harbor with the bwrap environment)",
+)
 @click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
@@ -330,6 +337,7 @@ def selftest_integrity(
     scenarios: tuple[str, ...],
     seed: int | None,
     sandbox: str,
+    engine: str,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -363,7 +371,12 @@ def selftest_integrity(
                 err.print(f"    {p}", highlight=False, markup=False)
 
     report = run_selftest(
-        trials or DEFAULT_TRIALS, list(scenarios), seed=seed, sandbox=sandbox, on_trial=on_trial
+        trials or DEFAULT_TRIALS,
+        list(scenarios),
+        seed=seed,
+        sandbox=sandbox,
+        engine=engine,
+        on_trial=on_trial,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))

@@ -316,6 +316,13 @@ class HarborEngine:
             for f in sorted(trial.rglob("*"))
             if f.is_file() and not f.is_symlink()
         }
+        # the local engine's names for the same streams, so readers need not know the engine
+        for name, rel in (
+            ("agent.stdout", "agent/stdout.txt"),
+            ("agent.stderr", "agent/stderr.txt"),
+            ("verifier.stdout", "verifier/test-stdout.txt"),
+        ):
+            blobs[name] = blobs.get("harbor/" + rel, b"")
         trajectory = {
             "task": task.id,
             "reward": reward,
