@@ -317,10 +317,11 @@ def selftest() -> None:
 @click.option("--seed", type=int, default=None, help="seed of the trials (default: random)")
 @click.option(
     "--sandbox",
-    type=click.Choice(["auto", "bwrap", "process"]),
+    type=click.Choice(["auto", "bwrap", "process", "docker"]),
     default="auto",
     show_default=True,
-    help="the experiment's evaluation sandbox (process: see what the fallback lets through)",
+    help="the experiment's evaluation sandbox (process: see what the fallback lets through; "
+    "docker: containers of the local base image)",
 )
 @click.option(
     "--engine",
