@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import glob
+import importlib
 import os
 import re
 import shutil
@@ -492,8 +493,10 @@ class SandboxOptions(BaseModel):
         }
 
 
-#: sandboxes implemented outside this module, by kind (``docker``: rsiframe.docker_sandbox)
+#: sandboxes implemented outside this module, by kind; the module named in ``_MODULES``
+#: registers its kind when first asked for (the docker SDK loads only then)
 _KINDS: dict[str, Callable[[], Sandbox]] = {}
+_MODULES = {"docker": "rsiframe.docker_sandbox"}
 
 
 def register(kind: str, factory: Callable[[], Sandbox]) -> None:
@@ -503,6 +506,8 @@ def register(kind: str, factory: Callable[[], Sandbox]) -> None:
 
 def make_sandbox(kind: str) -> Sandbox:
     """``auto`` picks bubblewrap when it works here and the process runner otherwise."""
+    if kind in _MODULES and kind not in _KINDS:
+        importlib.import_module(_MODULES[kind])
     if kind in _KINDS:
         return _KINDS[kind]()
     if kind == "process":

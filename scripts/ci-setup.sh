@@ -21,6 +21,7 @@ harbor_venv() {
 }
 
 docker_engine() {
+    "$BIN/pip" install --quiet --disable-pip-version-check -e '.[docker]'  # the docker SDK
     if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
         apt-get update -qq >/dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
