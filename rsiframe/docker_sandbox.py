@@ -19,7 +19,9 @@ Certificates record ``isolation: docker`` and the image's digest (``record``).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -191,57 +193,81 @@ class DockerSandbox(Sandbox):
         output_cap: int | None = None,
         hide: Sequence[Path] = (),
     ) -> ProcResult:
+        from docker.types import LogConfig
         from docker.types import Mount as DockerMount
 
-        spec = self._spec(argv, mounts, cwd, env, network, memory_mb, hide)
+        # the streams go to files in a folder of ours, not through Docker's log driver: their
+        # sizes are checked cheaply against the output cap, as the other sandboxes do
+        out_dir = Path(tempfile.mkdtemp(prefix="rsiframe-docker-out-"))
+        wrapped = ["sh", "-c", 'exec "$@" >/.rsi-out/stdout 2>/.rsi-out/stderr', "sh", *argv]
+        spec = self._spec(wrapped, mounts, cwd, env, network, memory_mb, hide)
+        spec["binds"].append((str(out_dir), "/.rsi-out", False))
         spec["mounts"] = [
             DockerMount(dst, src, type="bind", read_only=ro) for src, dst, ro in spec.pop("binds")
         ]
+        spec["log_config"] = LogConfig(type="none")
+        (out_dir / "stdout").touch()
+        (out_dir / "stderr").touch()
         start = time.monotonic()
         try:
-            container = self.client.containers.run(**spec)
-        except Exception as exc:
-            raise SandboxError(f"cannot start a container: {exc}") from exc
-        timed_out = overflow = False
-        try:
-            done = threading.Event()
-            result: dict[str, Any] = {}
-
-            def wait() -> None:
+            with open(out_dir / "stdout", "rb") as out, open(out_dir / "stderr", "rb") as err:
                 try:
-                    result.update(container.wait())
-                finally:
-                    done.set()
+                    container = self.client.containers.run(**spec)
+                except Exception as exc:
+                    raise SandboxError(f"cannot start a container: {exc}") from exc
+                timed_out, overflow, code = self._wait(
+                    container, start, timeout, output_cap, out, err
+                )
+                stdout, t1 = _read_capped(out, output_limit)
+                stderr, t2 = _read_capped(err, output_limit)
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        return ProcResult(
+            exit_code=code,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - start,
+            stdout=stdout,
+            stderr=stderr,
+            truncated=t1 or t2,
+            output_exceeded=overflow,
+        )
 
+    def _wait(
+        self, container: Any, start: float, timeout: float, cap: int | None, out: Any, err: Any
+    ) -> tuple[bool, bool, int | None]:
+        """Wait for the container, killing it past the time limit or the output cap; it is
+        removed either way (with every process in it)."""
+        timed_out = overflow = False
+        result: dict[str, Any] = {}
+        done = threading.Event()
+
+        def wait() -> None:
+            try:
+                result.update(container.wait())
+            except Exception:  # the container was removed under us: nothing to report
+                pass
+            finally:
+                done.set()
+
+        try:
             threading.Thread(target=wait, daemon=True).start()
             while not done.wait(_POLL_S):
                 if time.monotonic() - start >= timeout:
                     timed_out = True
                     break
-                if output_cap is not None and _size(container) > output_cap:
+                sizes = (os.fstat(f.fileno()).st_size for f in (out, err))
+                if cap is not None and any(n > cap for n in sizes):
                     overflow = True
                     break
-            if not done.is_set():
-                container.kill()
-                done.wait(30)
-            stdout = container.logs(stdout=True, stderr=False)
-            stderr = container.logs(stdout=False, stderr=True)
         finally:
-            container.remove(force=True)  # every process of the container dies with it
-        code = None if timed_out else result.get("StatusCode")
-        return ProcResult(
-            exit_code=code,
-            timed_out=timed_out,
-            duration_s=time.monotonic() - start,
-            stdout=stdout[:output_limit],
-            stderr=stderr[:output_limit],
-            truncated=len(stdout) > output_limit or len(stderr) > output_limit,
-            output_exceeded=overflow,
-        )
+            container.remove(force=True)
+            done.wait(30)
+        return timed_out, overflow, None if timed_out else result.get("StatusCode")
 
 
-def _size(container: Any) -> int:
-    return len(container.logs(stdout=True, stderr=True))
+def _read_capped(f: Any, limit: int) -> tuple[bytes, bool]:
+    size = os.fstat(f.fileno()).st_size
+    return os.pread(f.fileno(), min(limit, size), 0), size > limit
 
 
 def check() -> None:
