@@ -452,6 +452,20 @@ def bwrap_environment_problem() -> str | None:
     res = subprocess.run(argv, capture_output=True, text=True)
     if res.returncode != 0:
         return f"the bwrap environment cannot start: {res.stderr.strip()[-200:]}"
+    if os.geteuid() == 0:  # as root it overlays the system folders: that must work too
+        with tempfile.TemporaryDirectory(prefix="rsiframe-probe-") as tmp:
+            for d in ("up", "wk", "mnt"):
+                os.mkdir(os.path.join(tmp, d))
+            opts = f"lowerdir=/usr,upperdir={tmp}/up,workdir={tmp}/wk"
+            script = f"mount -t overlay overlay -o {opts} {tmp}/mnt"
+            cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True)
+            except OSError as exc:
+                return f"the bwrap environment cannot start: unshare: {exc.strerror}"
+            if res.returncode != 0:
+                why = res.stderr.strip()[-200:]
+                return f"the bwrap environment cannot mount its overlays: {why}"
     return None
 
 

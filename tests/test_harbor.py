@@ -125,6 +125,17 @@ def test_docker_engine_down_is_one_line_exit_2(tmp_path: Path, monkeypatch) -> N
     assert not (tmp_path / "r").exists()
 
 
+def test_an_environment_that_cannot_start_is_one_line_exit_2(tmp_path: Path, monkeypatch) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no bubblewrap here
+    res = cli("run", str(_recipe(tmp_path, SAT3)), "--out", str(tmp_path / "r"))
+    assert res.exit_code == 2, res.stderr
+    assert "the bwrap environment needs bubblewrap" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
 # -- with Harbor itself ----------------------------------------------------------------
 
 
