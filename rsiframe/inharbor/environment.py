@@ -80,6 +80,8 @@ class BwrapEnvironment(BaseEnvironment):
         self._root = Path(tempfile.mkdtemp(prefix="rsiframe-hb-"))
         self._grading = False
         self._overlays = os.geteuid() == 0 and shutil.which("unshare") is not None
+        self._holder: asyncio.subprocess.Process | None = None
+        self._held: set[str] = set()  # phases whose overlays the holder keeps mounted
         super().__init__(
             environment_dir, environment_name, session_id, trial_paths, task_env_config,
             *args, **kwargs,
@@ -144,8 +146,12 @@ class BwrapEnvironment(BaseEnvironment):
                         f"Dockerfile RUN failed ({res.return_code}): {line}: "
                         f"{(res.stderr or '')[-500:]}"
                     )
+        await self._hold("agent")
 
     async def stop(self, delete: bool) -> None:
+        if self._holder is not None:
+            _kill(self._holder.pid)
+            await self._holder.wait()
         shutil.rmtree(self._root, ignore_errors=True)
 
     async def exec(
@@ -259,26 +265,12 @@ class BwrapEnvironment(BaseEnvironment):
         for d in FOLLOWED:  # a merged-/usr link is bound as the folder it names
             if os.path.isdir(d):
                 args += ["--ro-bind", os.path.realpath(d), d]
-        overlays: list[str] = []
+        phase = layer or ("grade" if self._grading else "agent")
         for d in OVERLAID:
-            if not os.path.isdir(d):
-                continue
-            if not self._overlays:  # without root here: the host's folder, read-only
-                args += ["--ro-bind", d, d]
-                continue
-            rel = d.lstrip("/")
-            setup = str(self._root / "setup" / "upper" / rel)
-            target = self._root / "mnt" / (layer or ("grade" if self._grading else "agent")) / rel
-            target.mkdir(parents=True, exist_ok=True)
-            if layer == "setup":
-                opts = f"lowerdir={d},upperdir={setup},workdir={self._root / 'setup/work' / rel}"
-            elif self._grading:  # the set-up layer only, read-only: the agent's is dropped
-                opts = f"ro,lowerdir={setup}:{d}"
-            else:
-                up, wk = (self._root / "agent" / x / rel for x in ("upper", "work"))
-                opts = f"lowerdir={setup}:{d},upperdir={up},workdir={wk}"
-            overlays.append(f"mount -t overlay overlay -o {opts} {shlex.quote(str(target))}")
-            args += ["--bind", str(target), d]
+            if os.path.isdir(d):  # without root here: the host's folder, read-only
+                where = self._root / "mnt" / phase / d.lstrip("/")
+                args += ["--bind", str(where), d] if self._overlays else ["--ro-bind", d, d]
+        overlays = self._overlay_mounts(phase) if phase not in self._held else []
         for p in self._ro_binds:
             if os.path.exists(p):
                 args += ["--ro-bind", p, p]
@@ -298,6 +290,8 @@ class BwrapEnvironment(BaseEnvironment):
         if self._memory_mb and shutil.which("prlimit"):
             prefix = [shutil.which("prlimit") or "prlimit", f"--as={self._memory_mb << 20}", "--"]
         args += ["--", *prefix, *argv]
+        if phase in self._held and self._holder is not None:  # the holder's mounts, joined
+            return ["nsenter", "-t", str(self._holder.pid), "-m", "--", *args]
         if not overlays:
             return args
         # the overlays are mounted by this host's root in a mount namespace of their own,
@@ -315,6 +309,56 @@ class BwrapEnvironment(BaseEnvironment):
             "sh",
             *args,
         ]
+
+    def _overlay_mounts(self, phase: str) -> list[str]:
+        """Shell commands mounting the system overlays of ``phase`` (setup, agent, grade)."""
+        if not self._overlays:
+            return []
+        cmds = []
+        for d in OVERLAID:
+            if not os.path.isdir(d):
+                continue
+            rel = d.lstrip("/")
+            setup = self._root / "setup" / "upper" / rel
+            target = self._root / "mnt" / phase / rel
+            target.mkdir(parents=True, exist_ok=True)
+            if phase == "setup":
+                opts = f"lowerdir={d},upperdir={setup},workdir={self._root / 'setup/work' / rel}"
+            elif phase == "grade":  # the set-up layer only, read-only: the agent's is dropped
+                opts = f"ro,lowerdir={setup}:{d}"
+            else:
+                up, wk = (self._root / "agent" / x / rel for x in ("upper", "work"))
+                opts = f"lowerdir={setup}:{d},upperdir={up},workdir={wk}"
+            cmds.append(f"mount -t overlay overlay -o {opts} {shlex.quote(str(target))}")
+        return cmds
+
+    async def _hold(self, phase: str) -> None:
+        """Mount ``phase``'s overlays once, in a mount namespace a holder process keeps
+        alive (and that dies with Harbor), so each exec only joins it."""
+        mounts = self._overlay_mounts(phase)
+        if not mounts or shutil.which("nsenter") is None or shutil.which("setpriv") is None:
+            return
+        if self._holder is None:
+            script = " && ".join([*mounts, "echo ready", "exec sleep infinity"])
+            self._holder = await asyncio.create_subprocess_exec(
+                "setpriv", "--pdeathsig", "KILL", "--",
+                "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )  # fmt: skip
+            assert self._holder.stdout is not None
+            if (await self._holder.stdout.readline()).strip() != b"ready":
+                _kill(self._holder.pid)
+                self._holder = None
+                return
+        else:
+            proc = await asyncio.create_subprocess_exec(
+                "nsenter", "-t", str(self._holder.pid), "-m", "--", "sh", "-c", " && ".join(mounts),
+                stdin=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            if await proc.wait() != 0:
+                return
+        self._held.add(phase)
 
     def _masks(self) -> list[str]:
         roots = [(d, d) for d in (*OVERLAID, *FOLLOWED, *self._ro_binds)]
@@ -346,6 +390,8 @@ class BwrapEnvironment(BaseEnvironment):
         raw: bool = False,
     ) -> _Result:
         self._sanitize()
+        if self._grading and "grade" not in self._held and self._holder is not None:
+            await self._hold("grade")
         cmd = self._command(argv, user=user, layer=layer, cwd=cwd, env=env, extra=extra or [])
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             proc = await asyncio.create_subprocess_exec(
