@@ -94,3 +94,21 @@ def test_a_docker_engine_that_is_down_is_bad_input(monkeypatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(EngineUnavailable, match="Docker engine is not running"):
         make_sandbox("docker")
+
+
+def test_a_recipe_on_docker_with_the_engine_down_stops_at_preflight(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from conftest import REPO, cli
+
+    recipe = (REPO / "recipes" / "sat3-quickstart.yaml").read_text()
+    (tmp_path / "r.yaml").write_text(
+        recipe.replace("sandbox: auto", "sandbox: docker").replace("../", f"{REPO}/")
+    )
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    res = cli("run", str(tmp_path / "r.yaml"), "--out", str(tmp_path / "run"))
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines() == [
+        "rsiframe: error: the Docker engine is not running (DockerException)"
+    ]
+    assert not (tmp_path / "run").exists()
