@@ -227,3 +227,27 @@ def test_a_task_harbor_rejects_stops_the_run_at_preflight(tmp_path: Path) -> Non
     assert res.exit_code == 2, res.stderr
     assert "uf75-003" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.e2e
+def test_dockerfile_run_lines_set_up_the_system_as_namespace_root(tmp_path: Path) -> None:
+    task = tmp_path / "tasks" / "setup"
+    shutil.copytree(REPO / "tasks" / "terminal" / "hello-file", task)
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nWORKDIR /app\nRUN id -u > /opt/built-by && \\\n"
+        "    echo built >> /opt/built-by\n"
+    )
+    (task / "tests" / "test.sh").write_text(
+        '#!/bin/bash\n[ "$(cat /opt/built-by)" = "$(printf "0\\nbuilt")" ] && r=1 || r=0\n'
+        "echo $r > /logs/verifier/reward.txt\n"
+    )
+    ts = TaskSet.load(tmp_path / "tasks")
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    # the agent (uid 1000) may not undo the set-up's system change for the verifier
+    eng = HarborEngine(
+        HarborEngineConfig(agent="rm -f /opt/built-by; id -u", run_dockerfile=True), tmp_path / "w"
+    )
+    out = run_tasks(eng, ts, cand, ["setup"], put=lambda b: "x")
+    assert out.runs["setup"].reward == 1.0, out.runs["setup"].trajectory
+    assert out.runs["setup"].trajectory["agent"]["stdout_tail"].strip() == "1000"
