@@ -63,7 +63,20 @@ cd "${{RSI_APP:-/app}}"
 {solve}
 """
 
-WORDS = "pear apple fig apple kiwi pear plum fig apple banana kiwi cherry".split()
+WORDS = [
+    "pear",
+    "apple",
+    "fig",
+    "apple",
+    "kiwi",
+    "pear",
+    "plum",
+    "fig",
+    "apple",
+    "banana",
+    "kiwi",
+    "cherry",
+]
 LOG = "\n".join(
     f"2024-05-0{1 + i % 9} 12:0{i % 10}:00 {'ERROR' if i % 4 == 1 else 'INFO'} event {i}"
     for i in range(37)
@@ -91,7 +104,8 @@ TASKS: dict[str, tuple[str, str, dict[str, str], str, str]] = {
         "alphabetically, one per line, to `/app/sorted.txt`.",
         {"words.txt": "\n".join(WORDS) + "\n"},
         "sort -u words.txt > sorted.txt",
-        '[ "$(cat sorted.txt)" = "$(printf "apple\\nbanana\\ncherry\\nfig\\nkiwi\\npear\\nplum")" ]',
+        '[ "$(cat sorted.txt)" = '
+        '"$(printf "apple\\nbanana\\ncherry\\nfig\\nkiwi\\npear\\nplum")" ]',
     ),
     "csv-sum": (
         "data",
@@ -120,7 +134,11 @@ TASKS: dict[str, tuple[str, str, dict[str, str], str, str]] = {
         "text",
         "Replace every `foo` with `bar` in all `.txt` files under `/app/docs`; leave other "
         "files alone.",
-        {"docs/a.txt": "foo and foo\n", "docs/sub/b.txt": "no foo here? foo!\n", "docs/c.md": "foo\n"},
+        {
+            "docs/a.txt": "foo and foo\n",
+            "docs/sub/b.txt": "no foo here? foo!\n",
+            "docs/c.md": "foo\n",
+        },
         "find docs -name '*.txt' -exec sed -i 's/foo/bar/g' {} +",
         "! grep -rq foo --include='*.txt' docs && grep -q 'bar and bar' docs/a.txt && "
         "grep -q foo docs/c.md",
@@ -169,7 +187,7 @@ TASKS: dict[str, tuple[str, str, dict[str, str], str, str]] = {
     "fix-script": (
         "shell",
         "`/app/greet.sh` has a syntax error. Fix it so that `bash /app/greet.sh` prints `ok`.",
-        {"greet.sh": '#!/bin/bash\nif [ 1 -eq 1 ]\n  echo ok\nfi\n'},
+        {"greet.sh": "#!/bin/bash\nif [ 1 -eq 1 ]\n  echo ok\nfi\n"},
         "printf '#!/bin/bash\\nif [ 1 -eq 1 ]; then\\n  echo ok\\nfi\\n' > greet.sh",
         '[ "$(bash greet.sh 2>/dev/null)" = "ok" ]',
     ),
@@ -178,7 +196,8 @@ TASKS: dict[str, tuple[str, str, dict[str, str], str, str]] = {
         "Create the symbolic link `/app/latest` pointing to `releases/v3` (a relative link).",
         {"releases/v1/VERSION": "1\n", "releases/v3/VERSION": "3\n"},
         "ln -sfn releases/v3 latest",
-        '[ -L latest ] && [ "$(readlink latest)" = "releases/v3" ] && [ "$(cat latest/VERSION)" = 3 ]',
+        '[ -L latest ] && [ "$(readlink latest)" = "releases/v3" ] && '
+        '[ "$(cat latest/VERSION)" = 3 ]',
     ),
     "ini-to-env": (
         "data",
