@@ -251,3 +251,22 @@ def test_dockerfile_run_lines_set_up_the_system_as_namespace_root(tmp_path: Path
     out = run_tasks(eng, ts, cand, ["setup"], put=lambda b: "x")
     assert out.runs["setup"].reward == 1.0, out.runs["setup"].trajectory
     assert out.runs["setup"].trajectory["agent"]["stdout_tail"].strip() == "1000"
+
+
+@pytest.mark.e2e
+def test_a_run_on_harbor_certifies_the_engine_version_and_environment(tmp_path: Path) -> None:
+    from rsiframe.loader import load_run
+
+    ts = _sample(tmp_path, 5)
+    res = cli("run", str(_recipe(tmp_path, ts.root)), "--out", str(tmp_path / "r"), "-q")
+    assert res.exit_code == 0, res.stderr
+    seed = load_run(tmp_path / "r").state.candidates["c0000"]
+    for split in ("train", "gate", "sealed"):
+        pred = seed.record(split).predicate
+        assert pred.evaluator == {
+            "engine": "harbor",
+            "harbor_version": harborenv.HARBOR_VERSION,
+            "environment": "bwrap",
+        }
+        assert pred.isolation == "bwrap"
+    assert cli("verify", str(tmp_path / "r")).exit_code == 0
