@@ -19,7 +19,12 @@ def candidate_text(c: Candidate, champion: bool) -> Text:
     t.append_text(fmt.state(c.state))
     t.append("  ")
     t.append_text(fmt.badge(badge(c)))
-    t.append(f"  gen {c.generation}  parent {c.parent or '—'}", style="dim")
+    if len(c.parents) > 1:  # a merge
+        t.append(f"  gen {c.generation}  merge of {' + '.join(c.parents)}", style="magenta")
+    else:
+        t.append(f"  gen {c.generation}  parent {c.parent or '—'}", style="dim")
+    if c.stopped_at:
+        t.append(f"  stopped at {c.stopped_at}", style="red")
     commit = c.commit or (c.rejected or {}).get("commit")
     if commit:
         t.append(f"  commit {commit[:12]}", style="dim")
