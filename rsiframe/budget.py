@@ -14,8 +14,9 @@ RESERVED_EVALS = 1
 
 
 class BudgetGuard:
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, evals_per_child: int = EVALS_PER_CHILD) -> None:
         self.budget = budget
+        self.evals_per_child = evals_per_child  # more with staged evaluation
 
     def used(self, st: RunState, now: float | None = None) -> dict[str, Any]:
         return {
@@ -69,7 +70,7 @@ class BudgetGuard:
         b = self.budget
         if b.max_candidates is not None and st.children() >= b.max_candidates:
             return f"candidates reached {b.max_candidates}"
-        need = EVALS_PER_CHILD + RESERVED_EVALS
+        need = self.evals_per_child + RESERVED_EVALS
         if b.max_evaluations is not None and st.evaluations + need > b.max_evaluations:
             return f"evaluations would exceed {b.max_evaluations}"
         return self._common(st)

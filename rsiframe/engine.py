@@ -62,7 +62,10 @@ class Engine:
         self.resumed = resumed
         self.retry_failed = retry_failed
         self.timings = Timings()
-        self.budget = BudgetGuard(self.recipe.budget)
+        ev = self.recipe.evaluator
+        self.stages = Stages(ev.stages, self.task_lock.split, self.recipe.random_seed)
+        # room for every stage of a child before it is proposed
+        self.budget = BudgetGuard(self.recipe.budget, max(2, len(self.stages.splits)))
         self.view = StateView(
             self.state,
             self.repo,
@@ -83,8 +86,6 @@ class Engine:
             self.state,
             self.timings,
         )
-        ev = self.recipe.evaluator
-        self.stages = Stages(ev.stages, self.task_lock.split, self.recipe.random_seed)
         surface = Surface(tuple(self.recipe.surface.include), tuple(self.recipe.surface.exclude))
         self.transaction = Transaction(
             self.calls,
