@@ -334,9 +334,7 @@ def ablate(
     else:
         if recipe is None or not slot or not operators_:
             raise RecipeError("ablate needs RECIPE, --slot and --operators (or --resume DIR)")
-        grid = ablate_mod.plan_grid(
-            recipe, slot, operators_.split(","), list(sets), repeats, out
-        )
+        grid = ablate_mod.plan_grid(recipe, slot, operators_.split(","), list(sets), repeats, out)
     click.echo(str(grid.root))
     sys.stdout.flush()
     err = _stderr()
@@ -352,7 +350,9 @@ def ablate(
     try:
         ablate_mod.run_grid(grid, on_start=on_start, on_done=on_done)
     except KeyboardInterrupt:
-        click.echo(f"rsiframe: interrupted; continue with: rsiframe ablate --resume {grid.root}", err=True)
+        click.echo(
+            f"rsiframe: interrupted; continue with: rsiframe ablate --resume {grid.root}", err=True
+        )
         sys.exit(EXIT_INTERRUPTED)
     _show_comparison([grid.root], by="recipe", force=False, as_json=as_json)
 

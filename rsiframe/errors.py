@@ -66,3 +66,11 @@ class SandboxError(RsiError):
     """The sandbox could not be started (not a task failure: the evaluation fails)."""
 
     exit_code = EXIT_FAILED
+
+
+class RunNotVerified(RsiError):
+    """A run given to compare fails ``verify``: its scores are not read."""
+
+
+class MixedRuns(RsiError):
+    """Runs to compare differ in task set or evaluator (allowed only with --force)."""
