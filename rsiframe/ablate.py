@@ -1,4 +1,4 @@
-"""``rsiframe ablate``: one slot's operators × N seeds, from one recipe, as one resumable grid.
+"""``rsiframe ablate``: one slot's operators times N seeds, from one recipe, as one resumable grid.
 
 Repeat ``r`` of every operator runs with ``random_seed`` r, so the operators meet the same
 seeds; every other key (budget included) comes from the recipe and its ``--set`` items, so

@@ -8,14 +8,10 @@ import html
 import io
 import time
 from pathlib import Path
+from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only, never a window
-import matplotlib.pyplot as plt  # noqa: E402
-
-from rsiframe.compare import SPLITS, Comparison, RunData  # noqa: E402
-from rsiframe.compare_view import (  # noqa: E402
+from rsiframe.compare import SPLITS, Comparison, RunData
+from rsiframe.compare_view import (
     fmt_estimate,
     has_cost,
     method_curve,
@@ -23,6 +19,15 @@ from rsiframe.compare_view import (  # noqa: E402
 )
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _run_steps(run: RunData, axis: str) -> tuple[list[float], list[float]]:
@@ -33,6 +38,7 @@ def _run_steps(run: RunData, axis: str) -> tuple[list[float], list[float]]:
 def plot_png(report: Comparison, axis: str) -> bytes:
     """Best admitted gate so far against ``axis`` (evaluations or cost): each run thin, the
     mean over a method's runs thick."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=120)
     for i, m in enumerate(report.methods):
         colour = PALETTE[i % len(PALETTE)]
