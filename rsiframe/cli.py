@@ -411,6 +411,68 @@ def compare(
     _show_comparison(list(paths), by=by, force=force, as_json=as_json, html=html, png=png)
 
 
+@main.command()
+@click.argument("recipe", type=click.Path(path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="folder for the framework's runs")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def fidelity(
+    recipe: Path, sets: tuple[str, ...], repeats: int, out: Path | None, as_json: bool
+) -> None:
+    """Does rsiframe change a system's scores? Evaluate RECIPE's seed on the gate tasks
+    twice directly (the evaluator's own trial runner, no archive, operators or signing)
+    and once as generation 0 of a real run; compare per task.
+
+    Passes when framework-vs-direct disagreement is not significantly higher than
+    direct-vs-direct disagreement (exact McNemar, alpha 0.05); on a deterministic task set
+    every task must agree. Exit 0 when it passes, 1 when it does not.
+    """
+    from rsiframe.fidelity import fidelity as run_fidelity
+
+    err = _stderr()
+
+    def on_step(r: int, which: str) -> None:
+        if not as_json:
+            err.print(f"repeat {r}: {which.replace('_', '-')} ...", highlight=False)
+
+    report = run_fidelity(recipe, list(sets), repeats=repeats, out=out, on_step=on_step)
+    v = report.verdict
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+    else:
+        out_ = _stdout()
+        table = Table(title=f"fidelity {recipe}: {v.items} items", title_justify="left")
+        for col in ("measure", "value"):
+            table.add_column(col)
+        table.add_row("agreement framework vs direct-A", f"{v.agree_framework_direct:.3f}")
+        table.add_row("agreement direct-A vs direct-B", f"{v.agree_direct_direct:.3f}")
+        table.add_row(
+            "mean reward framework - direct-A",
+            f"{v.mean_diff:+.4f} [{v.mean_diff_ci[0]:+.4f}, {v.mean_diff_ci[1]:+.4f}]",
+        )
+        table.add_row(
+            "McNemar: more disagreement (b, c, p)",
+            f"{v.disagreement_b}, {v.disagreement_c}, p={v.p_more_disagreement:.3g}",
+        )
+        table.add_row(
+            "McNemar: pass/fail framework vs direct-A",
+            f"{v.pass_b}, {v.pass_c}, p={v.p_pass_two_sided:.3g}",
+        )
+        table.add_row(
+            "seconds (framework, direct-A, direct-B)",
+            ", ".join(f"{report.seconds[k]:.0f}" for k in ("framework", "direct_a", "direct_b")),
+        )
+        out_.print(table)
+        out_.print(f"{'PASS' if v.passed else 'FAIL'}: {v.reason}", highlight=False)
+        for run_dir in report.runs:
+            out_.print(f"framework run: {run_dir}", highlight=False)
+    if not v.passed:
+        click.echo(f"rsiframe: fidelity failed: {v.reason}", err=True)
+        sys.exit(EXIT_FAILED)
+
+
 # -- self-test -----------------------------------------------------------------------
 
 
