@@ -2,10 +2,7 @@
 
 Repeat ``r`` of every operator runs with ``random_seed`` r, so the operators meet the same
 seeds; every other key (budget included) comes from the recipe and its ``--set`` items, so
-budgets are identical. The grid is a folder::
-
-    <grid>/ablate.json        recipe, slot, operators, --set items, repeats
-    <grid>/<op>-r<r>/         one run folder per cell
+budgets are identical. The grid is a folder (:mod:`rsiframe.gridspec`).
 
 ``--resume`` finishes what is left: cells never started are created, interrupted runs are
 resumed, ended runs are left as they are.
@@ -19,27 +16,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from rsiframe import recipe as recipe_mod
 from rsiframe.api import SLOTS
 from rsiframe.errors import RecipeError, RunFolderError
+from rsiframe.gridspec import GRID_FILE, GridSpec, cell_dir
 from rsiframe.registry import resolve
-
-GRID_FILE = "ablate.json"
-
-
-class GridSpec(BaseModel):
-    """What ``ablate.json`` holds: enough to rebuild every cell's run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    recipe: str
-    slot: str
-    operators: list[str] = Field(min_length=1)
-    sets: list[str] = Field(default_factory=list)
-    repeats: int = Field(ge=1)
-    name: str
 
 
 @dataclass(frozen=True)
@@ -65,7 +48,7 @@ class Grid:
             Cell(
                 op,
                 r,
-                self.root / f"{op}-r{r}",
+                self.root / cell_dir(op, r),
                 [
                     *s.sets,
                     f"slots.{s.slot}.operator={op}",
@@ -79,10 +62,6 @@ class Grid:
 
     def save(self) -> None:
         (self.root / GRID_FILE).write_text(json.dumps(self.spec.model_dump(), indent=2) + "\n")
-
-
-def is_grid(path: Path) -> bool:
-    return (Path(path) / GRID_FILE).is_file()
 
 
 def plan_grid(

@@ -15,6 +15,7 @@ READ_SIDE = {
     "rsiframe.digest",
     "rsiframe.errors",
     "rsiframe.gittree",
+    "rsiframe.gridspec",
     "rsiframe.loader",
     "rsiframe.recipe",
     "rsiframe.records",
