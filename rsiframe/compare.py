@@ -5,27 +5,31 @@ the method digest), so repeat runs that differ only by seed form one row. Each r
 the champion's train, gate and sealed score: the mean over runs with a 95 % bootstrap CI
 (over runs when there are two or more, over the champion's tasks when there is one).
 
-Every run passes :func:`rsiframe.verify.verify` first (signatures, certificates, locks,
-commits, evidence); scores then come from the loader's fold, which admits only verified,
-bound records. Runs with different task-set or evaluator fingerprints are refused, naming
-what differs, unless forced.
+Every run is verified first with verify's read side (:func:`load_run`: the hash chain and
+its signature, every certificate's signature and binding; :func:`lock_problems`); scores
+come from that fold, which admits only verified, bound records. Runs with different
+task-set or evaluator fingerprints are refused, naming what differs, unless forced.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rsiframe.digest import sha256_json
-from rsiframe.errors import MixedRuns, RunFolderError, RunNotVerified
+from rsiframe.errors import MixedRuns, RsiError, RunFolderError, RunNotVerified
 from rsiframe.loader import load_run
 from rsiframe.runfolder import RunPaths
 from rsiframe.stats import Estimate, bootstrap_ci, mean, prob_greater
-from rsiframe.verify import verify
+from rsiframe.verify import lock_problems
 
 SPLITS = ("train", "gate", "sealed")
 METHOD_EXCLUDES = ("name", "random_seed")
+#: runs per worker process before reading in parallel pays for starting processes
+PER_WORKER = 4
 
 
 def method_digest(resolved: dict[str, Any]) -> str:
@@ -171,15 +175,23 @@ def _curve(loaded: Any) -> list[CurvePoint]:
 
 
 def read_run(path: Path) -> RunData:
-    """Verify the run, then read it; :class:`RunNotVerified` when any check fails."""
-    report = verify(path)
-    if not report.ok:
-        failed = [c.name for c in report.checks if c.status == "failed"]
-        first = report.problems[0] if report.problems else "checks skipped"
-        raise RunNotVerified(f"fails verify ({', '.join(failed)}): {first}", where=str(path))
-    loaded = load_run(path)
+    """Verify the run's archive and read it; :class:`RunNotVerified` when a check fails.
+
+    The checks are verify's read side: the hash chain and its newest signature (which
+    covers every event before it), every certificate's signature and binding (the fold),
+    the state, and the recipe, task and evaluator locks. ``rsiframe verify`` adds the
+    commits in repo.git and the evidence files, which hold no scores.
+    """
+    try:
+        loaded = load_run(path)
+    except RsiError as exc:
+        raise RunNotVerified(f"fails verification: {exc.message}", where=str(path)) from exc
+    problems = loaded.state.problems + lock_problems(loaded.paths, loaded.state)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RunNotVerified(f"fails verification: {problems[0]}{more}", where=str(path))
     st = loaded.state
-    resolved = RunPaths(loaded.paths.root).read_json(loaded.paths.recipe_lock)["resolved"]
+    resolved = loaded.paths.read_json(loaded.paths.recipe_lock)["resolved"]
     champ, seed = st.champion(), st.seed
 
     def rewards(c: Any) -> dict[str, dict[str, float]]:
@@ -212,14 +224,25 @@ def read_run(path: Path) -> RunData:
     )
 
 
+def _read_or_why(path: Path) -> RunData | str:
+    try:
+        return read_run(path)
+    except RunNotVerified as exc:
+        return str(exc)
+
+
 def read_runs(paths: list[Path]) -> list[RunData]:
-    """Read every run; every run that fails verify is named in one error."""
-    runs, bad = [], []
-    for p in find_runs(paths):
-        try:
-            runs.append(read_run(p))
-        except RunNotVerified as exc:
-            bad.append(str(exc))
+    """Read every run (in worker processes when there are many); every run that fails
+    verification is named in one error."""
+    found = find_runs(paths)
+    workers = min(os.cpu_count() or 1, len(found) // PER_WORKER)
+    if workers >= 2:
+        with ProcessPoolExecutor(workers) as pool:
+            results = list(pool.map(_read_or_why, found))
+    else:
+        results = [_read_or_why(p) for p in found]
+    runs = [r for r in results if isinstance(r, RunData)]
+    bad = [r for r in results if isinstance(r, str)]
     if bad:
         more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
         raise RunNotVerified(f"{bad[0]}{more}; compare reads only verified runs")

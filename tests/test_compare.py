@@ -166,15 +166,16 @@ def test_compare_refuses_a_different_task_set_unless_forced(grid: Grid, tmp_path
     assert "(forced)" in text
 
 
-def test_compare_refuses_a_run_that_fails_verify(grid: Grid, tmp_path: Path) -> None:
+def test_compare_refuses_a_run_that_fails_verification(grid: Grid, tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     shutil.copytree(grid.root / "best-r1", bad, symlinks=True)
-    art = next(p for p in (bad / "artifacts").rglob("*") if p.is_file())
-    art.write_bytes(art.read_bytes() + b"tampered")
+    recipe = bad / "recipe.yaml"  # the frozen recipe no longer matches its lock
+    recipe.write_text(recipe.read_text().replace("random_seed: 1", "random_seed: 5"))
     res = cli("compare", grid.root / "best-r0", bad)
     assert res.exit_code == 2
     assert "\n" not in res.stderr.strip()
-    assert "fails verify (evidence)" in res.stderr and "bad" in res.stderr
+    assert "fails verification: recipe.yaml differs from recipe.lock.json" in res.stderr
+    assert str(bad) in res.stderr
     assert "compare reads only verified runs" in res.stderr
 
 
@@ -272,6 +273,19 @@ def test_ablate_grid_on_sat3_end_to_end(tmp_path: Path) -> None:
         assert m["evaluations"] <= 9
         assert m["sealed"]["n"] == 2
     assert cli("verify", out / "uniform-r1").exit_code == 0
+
+
+def test_compare_refuses_a_run_with_an_edited_certificate(grid: Grid, tmp_path: Path) -> None:
+    bad = tmp_path / "edited"
+    shutil.copytree(grid.root / "uniform-r0", bad, symlinks=True)
+    lines = (bad / "events.jsonl").read_text().splitlines(keepends=True)
+    i = next(i for i, line in enumerate(lines) if '"evaluation_certified"' in line)
+    lines[i] = lines[i].replace('"attempt":1', '"attempt":2', 1)  # rebind it to another attempt
+    (bad / "events.jsonl").write_text("".join(lines))
+    res = cli("compare", grid.root / "uniform-r1", bad)
+    assert res.exit_code == 2
+    assert "\n" not in res.stderr.strip()
+    assert f"{bad}: fails verification" in res.stderr
 
 
 # -- the viewer groups a grid ------------------------------------------------------------
