@@ -24,6 +24,7 @@ bench: setup sandbox
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/build.py
 	$(BIN)/python bench/viewer.py
+	$(BIN)/python bench/compare.py
 
 lint: setup
 	$(BIN)/ruff check rsiframe operators viewer tests bench tasks
