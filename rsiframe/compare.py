@@ -356,14 +356,16 @@ def group(runs: list[RunData], by: str) -> list[Method]:
 
 
 def _pair(a: Method, b: Method) -> Pair:
-    va = {r.random_seed: s for r in a.runs if (s := r.scores["sealed"]) is not None}
-    vb = {r.random_seed: s for r in b.runs if (s := r.scores["sealed"]) is not None}
-    if len(a.runs) >= 2 and len(b.runs) >= 2 and va and vb:
-        common = sorted(va.keys() & vb.keys())
-        if len(common) >= 2 and len(common) == len(va) == len(vb):
-            p = prob_greater([va[k] for k in common], [vb[k] for k in common], paired=True)
+    sa = [(r.random_seed, s) for r in a.runs if (s := r.scores["sealed"]) is not None]
+    sb = [(r.random_seed, s) for r in b.runs if (s := r.scores["sealed"]) is not None]
+    if len(sa) >= 2 and len(sb) >= 2:
+        da, db = dict(sa), dict(sb)
+        if len(da) == len(sa) and len(db) == len(sb) and da.keys() == db.keys():
+            seeds = sorted(da)
+            p = prob_greater([da[k] for k in seeds], [db[k] for k in seeds], paired=True)
             return Pair(a.name, b.name, p, "runs, paired by seed")
-        return Pair(a.name, b.name, prob_greater(list(va.values()), list(vb.values())), "runs")
+        p = prob_greater([s for _, s in sa], [s for _, s in sb])
+        return Pair(a.name, b.name, p, "runs")
     ta, tb = _per_task_means(a.runs, "sealed"), _per_task_means(b.runs, "sealed")
     common = sorted(ta.keys() & tb.keys())
     if not common:
