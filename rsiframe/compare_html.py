@@ -18,6 +18,7 @@ from rsiframe.compare_view import (
     task_matrix,
 )
 
+LINESTYLES = ("-", "--", ":", "-.")  # methods with identical curves stay visible
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -50,7 +51,8 @@ def plot_png(report: Comparison, axis: str) -> bytes:
         if curve:
             xs, ys = zip(*curve, strict=True)
             label = f"{m.name} (n={len(m.runs)})"
-            ax.step(xs, ys, where="post", color=colour, linewidth=2.0, label=label)
+            style = LINESTYLES[i % len(LINESTYLES)]
+            ax.step(xs, ys, where="post", color=colour, linewidth=2.0, linestyle=style, label=label)
     ax.set_xlabel("evaluations" if axis == "evaluations" else "cost (USD)")
     ax.set_ylabel("best admitted gate score so far")
     ax.grid(alpha=0.3)

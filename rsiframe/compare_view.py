@@ -90,10 +90,11 @@ def ascii_plot(report: Comparison, axis: str, width: int = 64, height: int = 12)
     text.append("      +" + "-" * width + "\n")
     text.append("       " + left + " " * max(1, width - len(left) - len(right)) + right + "\n")
     text.append(f"       best admitted gate so far (mean over runs) vs {axis}\n")
-    for i, _c in curves:
+    for k, (i, c) in enumerate(curves):
         m = report.methods[i]
         text.append(f"       {MARKERS[i % len(MARKERS)]} ", style=COLOURS[i % len(COLOURS)])
-        text.append(f"{m.name}\n")
+        same = next((MARKERS[j % len(MARKERS)] for j, d in curves[:k] if d == c), None)
+        text.append(f"{m.name}" + (f" (same curve as {same})" if same else "") + "\n")
     return text
 
 
