@@ -6,6 +6,7 @@ A user's mistake is one line on stderr, never a traceback.
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import sys
@@ -430,6 +431,7 @@ def fidelity(
     every task must agree. Exit 0 when it passes, 1 when it does not.
     """
     from rsiframe.fidelity import fidelity as run_fidelity
+    from rsiframe.fidelity import print_fidelity
 
     err = _stderr()
 
@@ -442,32 +444,7 @@ def fidelity(
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:
-        out_ = _stdout()
-        table = Table(title=f"fidelity {recipe}: {v.items} items", title_justify="left")
-        for col in ("measure", "value"):
-            table.add_column(col)
-        table.add_row("agreement framework vs direct-A", f"{v.agree_framework_direct:.3f}")
-        table.add_row("agreement direct-A vs direct-B", f"{v.agree_direct_direct:.3f}")
-        table.add_row(
-            "mean reward framework - direct-A",
-            f"{v.mean_diff:+.4f} [{v.mean_diff_ci[0]:+.4f}, {v.mean_diff_ci[1]:+.4f}]",
-        )
-        table.add_row(
-            "McNemar: more disagreement (b, c, p)",
-            f"{v.disagreement_b}, {v.disagreement_c}, p={v.p_more_disagreement:.3g}",
-        )
-        table.add_row(
-            "McNemar: pass/fail framework vs direct-A",
-            f"{v.pass_b}, {v.pass_c}, p={v.p_pass_two_sided:.3g}",
-        )
-        table.add_row(
-            "seconds (framework, direct-A, direct-B)",
-            ", ".join(f"{report.seconds[k]:.0f}" for k in ("framework", "direct_a", "direct_b")),
-        )
-        out_.print(table)
-        out_.print(f"{'PASS' if v.passed else 'FAIL'}: {v.reason}", highlight=False)
-        for run_dir in report.runs:
-            out_.print(f"framework run: {run_dir}", highlight=False)
+        print_fidelity(report, _stdout())
     if not v.passed:
         click.echo(f"rsiframe: fidelity failed: {v.reason}", err=True)
         sys.exit(EXIT_FAILED)
@@ -609,6 +586,7 @@ def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
                 "split": info.split,
                 "seed_files": len(info.seed.entries),
                 "operators": {slot: spec.operator for slot, spec in _slots(info)},
+                "models": info.models.as_json() if info.models else None,
             }
         )
     else:
@@ -653,7 +631,7 @@ def operators_list(as_json: bool) -> None:
         installed().items(), key=lambda kv: (SLOTS.index(kv[0][0]), kv[0][1])
     ):
         cls = resolve(slot, name)
-        doc = (cls.__doc__ or "").strip().splitlines()
+        doc = inspect.cleandoc(cls.__doc__ or "").splitlines()
         rows.append({"slot": slot, "name": name, "ref": info.ref, "summary": doc[0] if doc else ""})
     if as_json:
         _print_json(rows)
@@ -689,7 +667,7 @@ def operators_describe(name: str, as_json: bool) -> None:
                 "description": f.description or "",
             }
         )
-    doc = (cls.__doc__ or "").strip()
+    doc = inspect.cleandoc(cls.__doc__ or "")
     from rsiframe.api import GATE_DETAIL, INFORMATION
 
     reads = sorted(INFORMATION[info.slot])
@@ -703,6 +681,7 @@ def operators_describe(name: str, as_json: bool) -> None:
                 "fields": fields,
                 "reads": reads,
                 "reads_with_gate_detail": sorted(GATE_DETAIL),
+                "grants": sorted(cls.grants),
             }
         )
         return
@@ -715,6 +694,8 @@ def operators_describe(name: str, as_json: bool) -> None:
         f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",
         highlight=False,
     )
+    if cls.grants:
+        out.print(f"declared grants: {', '.join(sorted(cls.grants))}", highlight=False)
     if not fields:
         out.print("no config fields")
         return
@@ -725,6 +706,23 @@ def operators_describe(name: str, as_json: bool) -> None:
         default = "(required)" if f["required"] else json.dumps(f["default"], default=str)
         table.add_row(f["name"], f["type"], default, f["description"])
     out.print(table)
+
+
+# -- models in the loop (issue 13) ----------------------------------------------------
+
+
+@main.command("stub-llm")
+@click.option("--script", "script", type=click.Path(path_type=Path), required=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8765, show_default=True)
+@friendly
+def stub_llm(script: Path, host: str, port: int) -> None:
+    """Serve a scripted OpenAI-compatible stub endpoint (tests, demos; GET /stub/stats)."""
+    from rsiframe.stubllm import Script, StubLLM, uvicorn
+
+    stub = StubLLM(Script.load(script))
+    click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")
+    uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
 
 
 def _slots(info: Any) -> list[tuple[str, Any]]:

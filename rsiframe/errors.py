@@ -74,3 +74,9 @@ class RunNotVerified(RsiError):
 
 class MixedRuns(RsiError):
     """Runs to compare differ in task set or evaluator (allowed only with --force)."""
+
+
+class ModelError(RsiError):
+    """A model call cannot be made or answered: unreachable, refused, garbage, over budget."""
+
+    exit_code = EXIT_FAILED

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
 
 from rsiframe.archive import put_artifact
 from rsiframe.errors import RunFolderError
@@ -220,3 +222,35 @@ def fidelity(
         verdict=judge(items),
         items=items,
     )
+
+
+def print_fidelity(report: FidelityReport, out: Console) -> None:
+    """The verdict as a table, then PASS or FAIL with its reason."""
+    v = report.verdict
+    table = Table(title=f"fidelity {report.recipe}: {v.items} items", title_justify="left")
+    for col in ("measure", "value"):
+        table.add_column(col)
+    ci = v.mean_diff_ci
+    rows = [
+        ("agreement framework vs direct-A", f"{v.agree_framework_direct:.3f}"),
+        ("agreement direct-A vs direct-B", f"{v.agree_direct_direct:.3f}"),
+        ("mean reward framework - direct-A", f"{v.mean_diff:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"),
+        (
+            "McNemar: more disagreement (b, c, p)",
+            f"{v.disagreement_b}, {v.disagreement_c}, p={v.p_more_disagreement:.3g}",
+        ),
+        (
+            "McNemar: pass/fail framework vs direct-A",
+            f"{v.pass_b}, {v.pass_c}, p={v.p_pass_two_sided:.3g}",
+        ),
+        (
+            "seconds (framework, direct-A, direct-B)",
+            ", ".join(f"{report.seconds[k]:.0f}" for k in ("framework", "direct_a", "direct_b")),
+        ),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+    out.print(f"{'PASS' if v.passed else 'FAIL'}: {v.reason}", highlight=False, markup=False)
+    for run_dir in report.runs:
+        out.print(f"framework run: {run_dir}", highlight=False, markup=False)
