@@ -18,6 +18,7 @@ READ_SIDE = {
     "rsiframe.gridspec",
     "rsiframe.loader",
     "rsiframe.schema",
+    "rsiframe.models_schema",
     "rsiframe.api",
     "rsiframe.records",
     "rsiframe.report",
