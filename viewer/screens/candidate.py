@@ -32,7 +32,7 @@ class CandidateScreen(Screen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("p", "parent", "Parent"),
-        Binding("b", "diff_base", "Diff vs other parent"),
+        Binding("b", "diff_base", "Diff vs other parent", show=False),
         *(
             Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False)
             for i, t in enumerate(TABS)
