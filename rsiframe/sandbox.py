@@ -8,7 +8,13 @@ paths to hide. :class:`BwrapSandbox` shows the process nothing of the host but
 the system folders, the Python installation and the given mounts, with no
 network unless asked; its pid namespace and ``--die-with-parent`` take every
 descendant down with it, ``setsid`` escapes included. The signing-key folder is
-masked even when it lies under something mounted. :class:`ProcessSandbox` is
+masked even when it lies under something mounted. Bubblewrap always runs in a user
+namespace of its own, also when rsiframe runs as root: the command is an unprivileged
+uid inside (:func:`sandbox_ids`, 65534 unless configured), with every capability dropped
+and no further user namespaces, so the read-only binds and the masks stay locked; a
+self-check inside (:func:`privilege_check`, once per process and kind) refuses to start a
+sandbox that still holds host capabilities, and what it found is part of the isolation
+level recorded in every certificate. :class:`ProcessSandbox` is
 the weaker fallback used where bubblewrap is missing; its isolation level is
 recorded in every certificate and mutation event. A Docker implementation can be
 added beside them behind the same interface: a :class:`Sandbox` subclass that fills in
@@ -40,6 +46,9 @@ from rsiframe.errors import SandboxError
 from rsiframe.keys import key_dir
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
+#: the uid and gid a bubblewrap sandbox runs as inside its user namespace, unless
+#: ``$RSIFRAME_SANDBOX_UID`` / ``$RSIFRAME_SANDBOX_GID`` say otherwise
+DEFAULT_SANDBOX_ID = 65534
 #: how often a run with a hard output limit checks the size of what was written
 _WATCH_INTERVAL_S = 0.05
 
@@ -101,6 +110,51 @@ HOST_SECRETS = (
 def host_secrets() -> list[Path]:
     """The :data:`HOST_SECRETS` present on this machine, masked in every sandbox."""
     return [Path(p) for pattern in HOST_SECRETS for p in sorted(glob.glob(pattern))]
+
+
+def sandbox_ids() -> tuple[int, int]:
+    """(uid, gid) inside every bubblewrap sandbox: ``$RSIFRAME_SANDBOX_UID`` and
+    ``$RSIFRAME_SANDBOX_GID``, else :data:`DEFAULT_SANDBOX_ID`. Never 0: root inside is only
+    for a task environment's set-up step (``setup_root``)."""
+    ids = []
+    for name in ("RSIFRAME_SANDBOX_UID", "RSIFRAME_SANDBOX_GID"):
+        raw = os.environ.get(name, "").strip()
+        try:
+            value = int(raw) if raw else DEFAULT_SANDBOX_ID
+        except ValueError:
+            raise SandboxError(f"{name}={raw!r} is not a number") from None
+        if not 0 < value < 1 << 32:
+            raise SandboxError(f"{name}={raw!r}: the sandbox's id must be an unprivileged id")
+        ids.append(value)
+    return ids[0], ids[1]
+
+
+#: folders no privileged sandbox may see (a live run's folder; its scratch aside)
+_protected: dict[str, str | None] = {}
+
+
+def protect(folder: Path, scratch: Path | None = None) -> None:
+    """Name a folder a ``setup_root`` sandbox must never mount, nor anything inside it but
+    ``scratch`` (the run folder and its ``work/``; the key folder is always protected)."""
+    _protected[os.path.realpath(folder)] = os.path.realpath(scratch) if scratch else None
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def exposed(mounts: Sequence[Mount]) -> list[str]:
+    """The mounts that would show the key folder or a folder named by :func:`protect`."""
+    roots: dict[str, str | None] = {os.path.realpath(key_dir()): None, **_protected}
+    bad = []
+    for m in mounts:
+        host = os.path.realpath(m.host)
+        for root, scratch in roots.items():
+            if _inside(root, host) or (
+                _inside(host, root) and not (scratch and _inside(host, scratch))
+            ):
+                bad.append(f"{m.host} (shows {root})")
+    return bad
 
 
 def memory_prefix(memory_mb: int | None) -> list[str]:
@@ -225,8 +279,10 @@ def _read_capped(f, limit: int) -> tuple[bytes, bool]:  # type: ignore[no-untype
 
 class Sandbox:
     """Runs a command confined to mounts; subclasses say how (``prepare``) and what paths
-    the process sees (``view``)."""
+    the process sees (``view``). ``kind`` names the mechanism; ``isolation`` is the level
+    recorded in certificates and fingerprints (the mechanism and what it grants inside)."""
 
+    kind = ""
     isolation = ""
 
     def view(self, mount: Mount) -> str:
@@ -240,6 +296,7 @@ class Sandbox:
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
     ) -> tuple[list[str], str, dict[str, str]]:
         """(command line, host working directory, host environment) for ``argv``."""
         raise NotImplementedError
@@ -254,13 +311,25 @@ class Sandbox:
         network: bool = False,
         memory_mb: int | None = None,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
     ) -> tuple[list[str], str, dict[str, str]]:
         """(command line, host working directory, host environment) that run ``argv``
         confined, for a caller that starts the process itself. ``memory_mb`` caps the
         address space of the command and each descendant. ``hide`` (and always the key
-        folder and :func:`host_secrets`) is masked wherever a mount would show it."""
+        folder and :func:`host_secrets`) is masked wherever a mount would show it.
+
+        ``setup_root`` is the one hook for a task environment's own set-up step (installing
+        packages into its environment): under bubblewrap the command is root inside its
+        user namespace, with that namespace's capabilities only (never the host's), and it
+        is refused when a mount would show the key folder or a run folder
+        (:func:`protect`). Agents, verifiers, mutations, builds, the model server and
+        operators never use it."""
+        if setup_root and (bad := exposed([*mounts, cwd])):
+            raise SandboxError(f"a set-up step may not mount {bad[0]}")
         hidden = [key_dir(), *host_secrets(), *hide]
-        return self.prepare([*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden)
+        return self.prepare(
+            [*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden, setup_root
+        )
 
     def run(
         self,
@@ -275,11 +344,19 @@ class Sandbox:
         memory_mb: int | None = None,
         output_cap: int | None = None,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
     ) -> ProcResult:
         """Run ``argv`` as :meth:`launch` confines it; ``output_limit`` bytes of each stream
         are kept, and a stream that grows past ``output_cap`` kills the tree."""
         cmd, host_cwd, host_env = self.launch(
-            argv, mounts=mounts, cwd=cwd, env=env, network=network, memory_mb=memory_mb, hide=hide
+            argv,
+            mounts=mounts,
+            cwd=cwd,
+            env=env,
+            network=network,
+            memory_mb=memory_mb,
+            hide=hide,
+            setup_root=setup_root,
         )
         return _execute(cmd, host_cwd, host_env, timeout, output_limit, output_cap)
 
@@ -287,6 +364,7 @@ class Sandbox:
 class ProcessSandbox(Sandbox):
     """Fallback: a plain child process in its own process group. Paths are host paths."""
 
+    kind = "process"
     isolation = "process"
 
     def view(self, mount: Mount) -> str:
@@ -300,6 +378,7 @@ class ProcessSandbox(Sandbox):
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
     ) -> tuple[list[str], str, dict[str, str]]:
         return list(argv), str(cwd.host), {**base_env(), **env}
 
@@ -313,12 +392,20 @@ _SYSTEM_DIRS = (*_TOP_DIRS, *_RO_DIRS)
 
 
 class BwrapSandbox(Sandbox):
-    """bubblewrap: fresh namespaces, read-only system, only the given mounts writable."""
+    """bubblewrap: fresh namespaces (the user namespace included), an unprivileged uid with
+    no capabilities, read-only system, only the given mounts writable."""
 
-    isolation = "bwrap"
+    kind = "bwrap"
 
-    def __init__(self, binary: str = "bwrap") -> None:
+    def __init__(self, binary: str = "bwrap", uid: int | None = None, gid: int | None = None):
         self.binary = binary
+        if uid is None or gid is None:
+            default_uid, default_gid = sandbox_ids()
+            uid = default_uid if uid is None else uid
+            gid = default_gid if gid is None else gid
+        self.uid, self.gid = uid, gid
+        # what privilege_check demands (and so what every sandbox that starts has)
+        self.isolation = f"bwrap userns uid={uid} gid={gid} caps=none"
 
     def view(self, mount: Mount) -> str:
         return mount.inside
@@ -331,9 +418,19 @@ class BwrapSandbox(Sandbox):
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
     ) -> tuple[list[str], str, dict[str, str]]:
+        privilege_check(self, setup_root)
         return (
-            self.command(argv, mounts=mounts, cwd=cwd, env=env, network=network, hide=hide),
+            self.command(
+                argv,
+                mounts=mounts,
+                cwd=cwd,
+                env=env,
+                network=network,
+                hide=hide,
+                setup_root=setup_root,
+            ),
             "/",
             {**os.environ},
         )
@@ -347,8 +444,16 @@ class BwrapSandbox(Sandbox):
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
     ) -> list[str]:
-        args = [self.binary, "--unshare-all", "--die-with-parent", "--new-session"]
+        # a user namespace also when we are root: capabilities inside are the namespace's
+        # own, mounts made outside it are locked, and it may not nest another one
+        args = [self.binary, "--unshare-all", "--unshare-user", "--disable-userns"]
+        if setup_root:
+            args += ["--uid", "0", "--gid", "0"]
+        else:
+            args += ["--uid", str(self.uid), "--gid", str(self.gid), "--cap-drop", "ALL"]
+        args += ["--die-with-parent", "--new-session"]
         if network:
             args.append("--share-net")
         # the fresh /tmp first, so a Python installed under /tmp is bound on top of it
@@ -391,22 +496,81 @@ def _masks(hide: Sequence[Path], mounts: list[Mount]) -> list[str]:
     return args
 
 
+# -- the privilege self-check ------------------------------------------------------------
+
+#: the uid_map line of the initial user namespace: whoever sees it holds host capabilities
+_INIT_USERNS = (0, 0, 4294967295)
+_CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def privilege_problems(status: str, uid_map: str, *, uid: int, setup_root: bool) -> list[str]:
+    """What is wrong with the privileges ``/proc/self/status`` and ``/proc/self/uid_map``
+    show inside a sandbox: none of the host's capabilities, ever; and outside a set-up
+    step, no capability at all and the configured uid."""
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    caps = {k: int(fields.get(k, "0").strip() or "0", 16) for k in _CAP_FIELDS}
+    rows = [tuple(int(x) for x in line.split()) for line in uid_map.splitlines() if line.strip()]
+    problems = []
+    if _INIT_USERNS in rows or not rows:
+        problems.append("it runs in the host's user namespace (uid_map " + uid_map.strip() + ")")
+    if not setup_root:
+        held = {k: f"{v:x}" for k, v in caps.items() if v}
+        if held:
+            problems.append(f"it holds capabilities {held}")
+        real = fields.get("Uid", "").split()
+        if not real or any(int(x) != uid for x in real):
+            problems.append(f"it runs as uid {' '.join(real) or '?'}, not {uid}")
+    return problems
+
+
+_checked: dict[tuple[str, int, int, bool], str] = {}
+_check_lock = threading.Lock()
+
+
+def privilege_check(sb: BwrapSandbox, setup_root: bool = False) -> str:
+    """Start a sandbox of this kind once per process, read its privileges from inside, and
+    raise :class:`SandboxError` (the sandbox refuses to start) if it still holds host
+    capabilities; the summary (``caps=none`` or ``caps=namespace``) is cached."""
+    key = (sb.binary, sb.uid, sb.gid, setup_root)
+    with _check_lock:
+        if key in _checked:
+            return _checked[key]
+        tmp = Path(tempfile.mkdtemp(prefix="rsiframe-probe-"))
+        try:
+            m = Mount(tmp, "/probe")
+            argv = ["/bin/sh", "-c", "cat /proc/self/status; echo @@; cat /proc/self/uid_map"]
+            cmd = sb.command(argv, mounts=[m], cwd=m, env={}, network=False, setup_root=setup_root)
+            res = _execute(cmd, "/", {**os.environ}, 20, DEFAULT_OUTPUT_LIMIT)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not res.ok:
+            why = res.stderr.decode(errors="replace").strip()[-300:]
+            raise SandboxError(f"cannot start bubblewrap ({sb.binary}): {why or res.exit_code}")
+        status, _, uid_map = res.stdout.decode(errors="replace").partition("@@")
+        problems = privilege_problems(status, uid_map, uid=sb.uid, setup_root=setup_root)
+        if problems:
+            raise SandboxError(
+                "the sandbox refuses to start: a self-check inside found host privileges: "
+                + "; ".join(problems)
+            )
+        _checked[key] = "caps=namespace" if setup_root else "caps=none"
+        return _checked[key]
+
+
 @functools.cache
 def bwrap_works() -> bool:
-    """True when bubblewrap is installed and can create its namespaces here."""
+    """True when bubblewrap is installed and can create its namespaces here (the user
+    namespace included); a sandbox that starts but keeps host capabilities still raises."""
     binary = shutil.which("bwrap")
     if not binary:
         return False
-    sb = BwrapSandbox(binary)
-    tmp = Path(tempfile.mkdtemp(prefix="rsiframe-probe-"))
     try:
-        m = Mount(tmp, "/probe", writable=True)
-        res = sb.run(["/bin/sh", "-c", "true"], mounts=[m], cwd=m, env={}, timeout=20)
-        return res.ok
-    except SandboxError:
+        privilege_check(BwrapSandbox(binary))
+    except SandboxError as exc:
+        if "refuses to start" in str(exc):
+            raise
         return False
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return True
 
 
 _ENDPOINT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")

@@ -115,7 +115,7 @@ def test_steps_see_only_their_inputs_and_no_network(tmp_path: Path) -> None:
     (entry,) = (tmp_path / "cache" / "data").iterdir()
     row = json.loads((entry / "out" / "train.jsonl").read_text().splitlines()[-1])
     assert row["completion"] == "down"
-    if b.sandbox.isolation == "bwrap":
+    if b.sandbox.kind == "bwrap":
         assert json.loads(row["prompt"]) == ["data", "out"]  # no trainer/, no harness/
 
 

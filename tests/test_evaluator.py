@@ -307,11 +307,11 @@ def test_fingerprint(tmp_path: Path) -> None:
 def test_fingerprint_depends_on_isolation(tmp_path: Path) -> None:
     b = _engine(tmp_path, "x", "bwrap")
     p = _engine(tmp_path, "x", "process")
-    assert (b.isolation, p.isolation) == ("bwrap", "process")
+    assert (b.isolation, p.isolation) == ("bwrap userns uid=65534 gid=65534 caps=none", "process")
     assert b.fingerprint() != p.fingerprint()
     # same config ("auto"), different sandbox actually in use: still different
     auto = _engine(tmp_path, "x", "auto")
-    assert auto.isolation == "bwrap"
+    assert auto.isolation == "bwrap userns uid=65534 gid=65534 caps=none"
     before = auto.fingerprint()
     auto.sandbox = ProcessSandbox()
     assert auto.isolation == "process"

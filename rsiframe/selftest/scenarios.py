@@ -692,3 +692,9 @@ SCENARIOS: dict[str, Scenario] = {
     "malformed_result": malformed_result,
     "oversized_result": oversized_result,
 }
+
+# the security review's scenarios (issue 10) live in their own module; imported last, as
+# they build on the helpers above
+from rsiframe.selftest import hostile  # noqa: E402
+
+SCENARIOS.update(hostile.SCENARIOS)

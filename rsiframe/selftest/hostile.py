@@ -1,0 +1,122 @@
+"""Integrity scenarios of the security review (issue 10): a root host, linked answers,
+hostile files, hostile text, resource exhaustion, YAML bombs and a truncated archive.
+
+Registered in :data:`rsiframe.selftest.scenarios.SCENARIOS` beside the original ones and
+judged the same way: a list of problems, empty when the trial passed.
+"""
+
+from __future__ import annotations
+
+import json
+import site
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+from rsiframe.archive import get_artifact, get_json
+from rsiframe.loader import load_run
+from rsiframe.sandbox import Mount, make_sandbox
+from rsiframe.selftest.experiment import ROOT_ATTACK, Experiment
+from rsiframe.selftest.scenarios import Trial, _attack, _ran, sound
+
+PLANTED = "rsiframe-selftest-planted.pth"
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def attack_lines(exp: Experiment, prefix: str) -> list[str]:
+    """Every output line starting with ``prefix``: in the events (a mutation's output) and
+    in each certified task's agent stdout."""
+    lines: list[str] = []
+    for raw in (exp.run_dir / "events.jsonl").read_text().splitlines():
+        for text in _strings(json.loads(raw).get("data")):
+            lines += [x for x in text.splitlines() if x.startswith(prefix)]
+    loaded = load_run(exp.run_dir)
+    for c in loaded.state.candidates.values():
+        for tries in c.attempts.values():
+            for a in tries:
+                if a.record is None:
+                    continue
+                for digest in a.record.predicate.trajectories.values():
+                    traj = get_json(exp.run_dir, digest)
+                    ref = traj.get("artifacts", {}).get("agent.stdout")
+                    if ref:
+                        out = get_artifact(exp.run_dir, ref).decode(errors="replace")
+                        lines += [x for x in out.splitlines() if x.startswith(prefix)]
+    return lines
+
+
+def _planted() -> list[Path]:
+    """``.pth`` files the attack planted in the host's Python (removed: they are evidence)."""
+    dirs = dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()])
+    found = [Path(d) / PLANTED for d in dirs if (Path(d) / PLANTED).exists()]
+    for p in found:
+        p.unlink()
+    return found
+
+
+# -- item 1: escape from every sandbox as root ---------------------------------------------
+
+#: the mount layouts of the sandboxes a candidate does not reach through the tiny run
+_LAYOUTS = {
+    "verifier": [("app", "/app", True), ("tests", "/tests", False), ("v", "/logs/verifier", True)],
+    "build": [("data", "/build/data", False), ("out", "/build/out", True)],
+    "model server": [("models", "/models", False), ("serve", "/serve", True)],
+    "operator": [("lib", "/rsi/lib", False), ("src", "/rsi/src", False), ("w", "/rsi/work", True)],
+}
+
+
+def _direct(t: Trial) -> list[str]:
+    """The attack from the verifier, build, model-server and operator layouts, and from a
+    task environment's set-up step (namespace-local root), on the evaluator's sandbox."""
+    sb = make_sandbox(t.sandbox)
+    lines = []
+    kinds = list(_LAYOUTS) + (["setup"] if getattr(sb, "kind", "") == "bwrap" else [])
+    for kind in kinds:
+        mounts = []
+        for name, inside, writable in _LAYOUTS.get(kind, _LAYOUTS["verifier"]):
+            host = t.root / "direct" / kind.replace(" ", "-") / name
+            host.mkdir(parents=True, exist_ok=True)
+            mounts.append(Mount(host, inside, writable))
+        code = ROOT_ATTACK + f"\nroot_attack({kind!r}, allow_ns_caps={kind == 'setup'})\n"
+        setup = {"setup_root": True} if kind == "setup" else {}
+        res = sb.run(
+            [sys.executable, "-c", code], mounts=mounts, cwd=mounts[-1], env={}, timeout=60, **setup
+        )
+        out = res.stdout.decode(errors="replace")
+        lines += [x for x in out.splitlines() if x.startswith("ATTACK root_escape")]
+        if not res.ok:
+            lines.append(f"ATTACK root_escape {kind} did not run: {res.stderr[-200:]!r}")
+    return lines
+
+
+def root_escape(t: Trial) -> list[str]:
+    """As root, a candidate tries remount, umount, mknod and .pth planting from every sandbox."""
+    try:
+        exp, res = _attack(t, {"mode": "root_escape"})
+        problems, ok = _ran(res, "run")
+        lines = attack_lines(exp, "ATTACK root_escape") if ok else []
+        lines += _direct(t)
+    finally:
+        planted = _planted()
+    problems += [f"a .pth file was planted in the host's Python: {p}" for p in planted]
+    seen = {x.split()[2] for x in lines if len(x.split()) > 2}
+    for kind in ("mutation", "agent", "verifier", "build", "model", "operator"):
+        if kind not in seen:
+            problems.append(f"the attack never ran from the {kind} sandbox")
+    problems += sorted({x[:300] for x in lines if "LEAKED" in x or "did not run" in x})
+    return problems + (sound(exp) if ok else [])
+
+
+SCENARIOS = {
+    "root_escape": root_escape,
+}
