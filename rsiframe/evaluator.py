@@ -3,9 +3,12 @@
 Each task gets a fresh trial folder. The agent phase sees the candidate export
 read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
 instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
-never sees the tests. The verifier phase then runs ``bash /tests/test.sh`` with
-the tests mounted and a freshly created ``/logs/verifier``, so nothing the
-agent wrote can become its reward. Paths are also given as environment
+never sees the tests. When the agent and every process it started are gone, the
+verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, a
+freshly created ``/logs/verifier`` and its own copy of ``/app``
+(:mod:`rsiframe.appcopy`: links that leave ``/app`` and special files dropped and
+named in the trajectory, hard links broken), so nothing the agent wrote or linked
+can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
@@ -33,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, faults, serving
+from rsiframe import __version__, appcopy, faults, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
 from rsiframe.digest import sha256_bytes, sha256_json
@@ -63,6 +66,7 @@ class LocalEngineConfig(BaseModel):
         None, gt=0, description="cap on each task's [verifier] timeout_sec"
     )
     output_limit_bytes: int = Field(1 << 20, ge=1024, description="stdout/stderr kept per phase")
+    max_app_mb: int = Field(1024, gt=0, description="what /app may hold after the agent phase")
     build: BuildConfig | None = Field(
         None, description="build a model from data/ and trainer/ first, and serve it (D/T/H)"
     )
@@ -318,6 +322,16 @@ class LocalEngine:
             output_limit=self.config.output_limit_bytes,
         )
 
+        # the verifier gets its own copy of /app, made after every agent process is gone:
+        # links out of /app (to the tests, the verifier's logs, the host) and special files
+        # are dropped and named in the evidence, hard links are broken by copying
+        v_app = trial / "verifier-app"
+        try:
+            removed = appcopy.freeze(app, v_app, max_bytes=self.config.max_app_mb << 20)
+        except appcopy.AppTooLarge as exc:
+            return self._breach(task, agent, f"agent exceeded a limit: {exc}")
+        m_app = Mount(v_app, "/app", writable=True)
+        common["RSI_APP"] = sb.view(m_app)
         # a fresh verifier folder: whatever the agent left under /logs/verifier is discarded
         verifier_dir = logs / "verifier"
         shutil.rmtree(verifier_dir, ignore_errors=True)
@@ -366,8 +380,24 @@ class LocalEngine:
             "agent": _phase(agent),
             "verifier": _phase(verifier),
         }
+        if removed:
+            trajectory["app_removed"] = [r.as_dict() for r in removed]
         seconds = agent.duration_s + verifier.duration_s
         return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
+
+    def _breach(
+        self, task: Task, agent: ProcResult, reason: str
+    ) -> tuple[TaskRun, dict[str, bytes]]:
+        """The task ends at a broken limit: reward 0, the reason kept, no verifier run."""
+        trajectory = {
+            "task": task.id,
+            "reward": 0.0,
+            "error": reason,
+            "agent": _phase(agent),
+            "limit": reason,
+        }
+        blobs = {"agent.stdout": agent.stdout, "agent.stderr": agent.stderr}
+        return TaskRun(task.id, 0.0, reason, trajectory, seconds=agent.duration_s), blobs
 
 
 def serving_file() -> str:

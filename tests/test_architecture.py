@@ -53,6 +53,8 @@ def test_leaves_stay_leaves() -> None:
         "sandbox.py",
         "tasks.py",
         "keys.py",
+        "safefile.py",
+        "appcopy.py",
     }
     allowed = {
         "rsiframe",
@@ -61,6 +63,7 @@ def test_leaves_stay_leaves() -> None:
         "rsiframe.errors",
         "rsiframe.faults",
         "rsiframe.keys",
+        "rsiframe.safefile",
     }
     for p in modules():
         if p.name in leaves and p.parent.name == "rsiframe":

@@ -175,6 +175,32 @@ def test_lingering_agent_process_cannot_write_the_reward(tmp_path: Path, mode: s
     assert run.reward == 0.0
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "link", ["../tests/expected.txt", "/tests/expected.txt", "TESTS/expected.txt"]
+)
+def test_an_answer_linked_to_the_tests_scores_0_and_is_named(
+    tmp_path: Path, mode: str, link: str
+) -> None:
+    # TESTS: the host path the process fallback's verifier sees, guessed by the agent
+    tests = "$(dirname $RSI_APP)/tests" if mode == "process" else "/tests"
+    agent = f'ln -s "{link.replace("TESTS", tests)}" "$RSI_APP/answer.txt"; ln -s / "$RSI_APP/root"'
+    run, _ = _run_one(tmp_path, agent, mode)
+    assert run.reward == 0.0, run.trajectory
+    assert run.trajectory["verifier"]["stdout_tail"] == "want 42 got missing\n"
+    removed = {r["path"]: r["reason"] for r in run.trajectory["app_removed"]}
+    assert set(removed) == {"answer.txt", "root"}
+    assert removed["answer.txt"].startswith("symlink leaves /app")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_verifier_sees_what_the_agent_left_in_app(tmp_path: Path, mode: str) -> None:
+    agent = 'echo 42 > "$RSI_APP/real.txt"; ln -s real.txt "$RSI_APP/answer.txt"'
+    run, _ = _run_one(tmp_path, agent, mode)
+    assert (run.reward, run.error) == (1.0, None)
+    assert "app_removed" not in run.trajectory
+
+
 @pytest.mark.skipif(not HAVE_BWRAP, reason="platform limit: bubblewrap is missing")
 def test_agent_cannot_see_the_tests_in_bwrap(tmp_path: Path) -> None:
     agent = (
