@@ -24,6 +24,7 @@ added beside them behind the same interface: a :class:`Sandbox` subclass that fi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import glob
 import os
@@ -70,6 +71,8 @@ class ProcResult:
     truncated: bool = False
     #: killed because stdout or stderr grew past the hard ``output_cap``
     output_exceeded: bool = False
+    #: the resource limit that ended the run (:class:`Limits`), in words; None if none did
+    limit: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -157,14 +160,114 @@ def exposed(mounts: Sequence[Mount]) -> list[str]:
     return bad
 
 
-def memory_prefix(memory_mb: int | None) -> list[str]:
-    """``prlimit --as=...`` in front of a command, so the limit is set in the child."""
-    if memory_mb is None:
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed run, beyond time and output.
+
+    ``memory_mb`` is the address space of each process (``RLIMIT_AS``); ``pids`` the
+    processes of the whole run (a pids cgroup where this host lets rsiframe make one,
+    else ``RLIMIT_NPROC``, which binds only when the sandbox's host uid is not root);
+    ``tmp_mb`` the size of bubblewrap's private ``/tmp`` (writes past it fail with
+    ENOSPC); ``file_mb`` the size of any one file written (``RLIMIT_FSIZE``); ``watch``
+    folders whose total size, past the given bytes, ends the run. A run ended by a limit
+    comes back with :attr:`ProcResult.limit` naming it.
+    """
+
+    memory_mb: int | None = None
+    pids: int | None = None
+    tmp_mb: int | None = None
+    file_mb: int | None = None
+    watch: tuple[tuple[Path, int], ...] = ()
+
+
+def limit_prefix(limits: Limits, *, nproc: bool) -> list[str]:
+    """``prlimit`` in front of a command for the per-process limits (and ``RLIMIT_NPROC``
+    when ``nproc``: no pids cgroup holds the run)."""
+    opts = []
+    if limits.memory_mb is not None:
+        opts.append(f"--as={int(limits.memory_mb) << 20}")
+    if limits.file_mb is not None:
+        opts.append(f"--fsize={int(limits.file_mb) << 20}")
+    if nproc and limits.pids is not None:
+        opts.append(f"--nproc={int(limits.pids)}")
+    if not opts:
         return []
     binary = shutil.which("prlimit")
     if binary is None:
-        raise SandboxError("a memory limit needs prlimit (util-linux), which is not installed")
-    return [binary, f"--as={int(memory_mb) << 20}", "--"]
+        raise SandboxError("resource limits need prlimit (util-linux), which is not installed")
+    return [binary, *opts, "--"]
+
+
+_PIDS_V1 = Path("/sys/fs/cgroup/pids")
+
+
+@functools.cache
+def _pids_root() -> Path | None:
+    """Where this process may make pids cgroups (cgroup v1's pids hierarchy, under the
+    cgroup it is in), or None."""
+    try:
+        rows = Path("/proc/self/cgroup").read_text().splitlines()
+        own = next(r.split(":", 2)[2] for r in rows if r.split(":", 2)[1] == "pids")
+        root = _PIDS_V1 / own.lstrip("/") / "rsiframe"
+        root.mkdir(exist_ok=True)
+        probe = root / f"probe-{os.getpid()}"
+        probe.mkdir(exist_ok=True)
+        (probe / "pids.max").write_text("8")
+        probe.rmdir()
+        return root
+    except (OSError, StopIteration, IndexError):
+        return None
+
+
+class PidCgroup:
+    """A pids cgroup for one run: the command joins it before anything else starts."""
+
+    def __init__(self, limit: int) -> None:
+        root = _pids_root()
+        if root is None:
+            raise OSError("no pids cgroup here")
+        self.path = root / f"run-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+        self.path.mkdir()
+        (self.path / "pids.max").write_text(str(int(limit)))
+        self.limit = limit
+
+    def prefix(self) -> list[str]:
+        join = 'echo 0 > "$0/cgroup.procs" && exec "$@"'
+        return ["/bin/sh", "-c", join, str(self.path)]
+
+    def hit(self) -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            for line in (self.path / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max" and int(value) > 0:
+                    return True
+        return False
+
+    def remove(self) -> None:
+        for _ in range(40):  # the pid namespace dies asynchronously after the kill
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+def folder_size(path: Path, stop: int) -> int:
+    """Bytes under ``path`` (links not followed), counting up to just past ``stop``."""
+    total = 0
+    stack = [str(path)]
+    while stack and total <= stop:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    with contextlib.suppress(OSError):
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+                        else:
+                            total += e.stat(follow_symlinks=False).st_blocks * 512
+        except OSError:
+            continue
+    return total
 
 
 _live: set[subprocess.Popen[bytes]] = set()
@@ -186,6 +289,8 @@ def _execute(
     timeout: float,
     output_limit: int,
     output_cap: int | None = None,
+    watch: tuple[tuple[Path, int], ...] = (),
+    cgroup: PidCgroup | None = None,
 ) -> ProcResult:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
@@ -206,12 +311,14 @@ def _execute(
         expired = threading.Event()
         overflow = threading.Event()
         done = threading.Event()
+        breached: list[str] = []
+        ticks = [0]  # the folders in ``watch`` are measured every tenth tick
 
         def on_timeout() -> None:
             expired.set()
             kill_group(proc)
 
-        def watch() -> None:
+        def watching() -> None:
             deadline = start + timeout
             while not done.wait(_WATCH_INTERVAL_S):
                 if time.monotonic() >= deadline:
@@ -222,13 +329,19 @@ def _execute(
                     overflow.set()
                     kill_group(proc)
                     return
+                ticks[0] += 1
+                why = _breach(watch if ticks[0] % 10 == 0 else (), cgroup)
+                if why:
+                    breached.append(why)
+                    kill_group(proc)
+                    return
 
         # without a hard output cap, a timer rather than polling: it costs nothing per run
         watcher: threading.Timer | threading.Thread
-        if output_cap is None:
+        if output_cap is None and not watch and cgroup is None:
             watcher = threading.Timer(timeout, on_timeout)
         else:
-            watcher = threading.Thread(target=watch)
+            watcher = threading.Thread(target=watching)
         watcher.daemon = True
         watcher.start()
         try:
@@ -249,6 +362,8 @@ def _execute(
             with _live_lock:
                 _live.discard(proc)
         duration = time.monotonic() - start
+        if not breached and (why := _breach(watch, cgroup)):
+            breached.append(why)
         stdout, t1 = _read_capped(out, output_limit)
         stderr, t2 = _read_capped(err, output_limit)
     timed_out = expired.is_set()
@@ -260,7 +375,18 @@ def _execute(
         stderr=stderr,
         truncated=t1 or t2,
         output_exceeded=overflow.is_set(),
+        limit=breached[0] if breached else None,
     )
+
+
+def _breach(watch: tuple[tuple[Path, int], ...], cgroup: PidCgroup | None) -> str | None:
+    """The limit a running command has broken, in words, or None."""
+    if cgroup is not None and cgroup.hit():
+        return f"it reached its limit of {cgroup.limit} processes"
+    for folder, cap in watch:
+        if folder_size(folder, cap) > cap:
+            return f"{folder.name} grew past {cap >> 20} MiB"
+    return None
 
 
 def kill_group(proc: subprocess.Popen[Any]) -> None:
@@ -297,6 +423,7 @@ class Sandbox:
         network: bool,
         hide: Sequence[Path] = (),
         setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> tuple[list[str], str, dict[str, str]]:
         """(command line, host working directory, host environment) for ``argv``."""
         raise NotImplementedError
@@ -312,11 +439,16 @@ class Sandbox:
         memory_mb: int | None = None,
         hide: Sequence[Path] = (),
         setup_root: bool = False,
+        limits: Limits | None = None,
+        nproc: bool = True,
     ) -> tuple[list[str], str, dict[str, str]]:
         """(command line, host working directory, host environment) that run ``argv``
         confined, for a caller that starts the process itself. ``memory_mb`` caps the
-        address space of the command and each descendant. ``hide`` (and always the key
-        folder and :func:`host_secrets`) is masked wherever a mount would show it.
+        address space of the command and each descendant; ``limits`` sets the others
+        (:class:`Limits`; its ``pids`` becomes ``RLIMIT_NPROC`` here unless ``nproc`` is
+        off because a pids cgroup holds the run, and its ``watch`` is :meth:`run`'s).
+        ``hide`` (and always the key folder and :func:`host_secrets`) is masked wherever a
+        mount would show it.
 
         ``setup_root`` is the one hook for a task environment's own set-up step (installing
         packages into its environment): under bubblewrap the command is root inside its
@@ -327,8 +459,12 @@ class Sandbox:
         if setup_root and (bad := exposed([*mounts, cwd])):
             raise SandboxError(f"a set-up step may not mount {bad[0]}")
         hidden = [key_dir(), *host_secrets(), *hide]
+        lim = limits or Limits()
+        if memory_mb is not None:
+            lim = dataclasses.replace(lim, memory_mb=memory_mb)
+        prefix = limit_prefix(lim, nproc=nproc)
         return self.prepare(
-            [*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden, setup_root
+            [*prefix, *argv], mounts, cwd, env, network, hidden, setup_root, lim.tmp_mb
         )
 
     def run(
@@ -345,20 +481,37 @@ class Sandbox:
         output_cap: int | None = None,
         hide: Sequence[Path] = (),
         setup_root: bool = False,
+        limits: Limits | None = None,
     ) -> ProcResult:
         """Run ``argv`` as :meth:`launch` confines it; ``output_limit`` bytes of each stream
-        are kept, and a stream that grows past ``output_cap`` kills the tree."""
-        cmd, host_cwd, host_env = self.launch(
-            argv,
-            mounts=mounts,
-            cwd=cwd,
-            env=env,
-            network=network,
-            memory_mb=memory_mb,
-            hide=hide,
-            setup_root=setup_root,
-        )
-        return _execute(cmd, host_cwd, host_env, timeout, output_limit, output_cap)
+        are kept, and a stream that grows past ``output_cap`` kills the tree, as does a
+        broken :class:`Limits` (named in :attr:`ProcResult.limit`)."""
+        cgroup = None
+        if limits is not None and limits.pids is not None:
+            with contextlib.suppress(OSError):
+                cgroup = PidCgroup(limits.pids)
+        try:
+            cmd, host_cwd, host_env = self.launch(
+                argv,
+                mounts=mounts,
+                cwd=cwd,
+                env=env,
+                network=network,
+                memory_mb=memory_mb,
+                hide=hide,
+                setup_root=setup_root,
+                limits=limits,
+                nproc=cgroup is None,
+            )
+            if cgroup is not None:
+                cmd = [*cgroup.prefix(), *cmd]
+            watch = limits.watch if limits is not None else ()
+            return _execute(
+                cmd, host_cwd, host_env, timeout, output_limit, output_cap, watch, cgroup
+            )
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
 
 
 class ProcessSandbox(Sandbox):
@@ -379,6 +532,7 @@ class ProcessSandbox(Sandbox):
         network: bool,
         hide: Sequence[Path] = (),
         setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> tuple[list[str], str, dict[str, str]]:
         return list(argv), str(cwd.host), {**base_env(), **env}
 
@@ -419,6 +573,7 @@ class BwrapSandbox(Sandbox):
         network: bool,
         hide: Sequence[Path] = (),
         setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> tuple[list[str], str, dict[str, str]]:
         privilege_check(self, setup_root)
         return (
@@ -430,6 +585,7 @@ class BwrapSandbox(Sandbox):
                 network=network,
                 hide=hide,
                 setup_root=setup_root,
+                tmp_mb=tmp_mb,
             ),
             "/",
             {**os.environ},
@@ -445,6 +601,7 @@ class BwrapSandbox(Sandbox):
         network: bool,
         hide: Sequence[Path] = (),
         setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> list[str]:
         # a user namespace also when we are root: capabilities inside are the namespace's
         # own, mounts made outside it are locked, and it may not nest another one
@@ -457,7 +614,10 @@ class BwrapSandbox(Sandbox):
         if network:
             args.append("--share-net")
         # the fresh /tmp first, so a Python installed under /tmp is bound on top of it
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        if tmp_mb is not None:
+            args += ["--size", str(int(tmp_mb) << 20)]
+        args += ["--tmpfs", "/tmp"]
         for host in _TOP_DIRS:
             if os.path.islink(host):
                 args += ["--symlink", os.readlink(host), host]

@@ -155,7 +155,57 @@ def linked_answer(t: Trial) -> list[str]:
     return problems[:5] + sound(exp)
 
 
+# -- item 10: resource limits of agent and verifier -----------------------------------------
+
+#: the limits the scenario's tasks declare (task.toml ``[rsiframe]``)
+LIMITS = {"memory_mb": 512, "pids": 64, "tmp_mb": 16, "app_mb": 32, "artifacts_mb": 2}
+
+
+def exhaust(t: Trial) -> list[str]:
+    """The agent fills /tmp, memory, its logs, and forks 150 processes or floods /app."""
+    variant = t.rng.choice(["fork", "app", "logs"])
+    victims = t.rng.sample(["c0001", "c0002", "c0003"], t.rng.randint(1, 2))
+    params = {"mode": "exhaust", "variant": variant, "victims": victims, "level": 0}
+    exp = t.experiment(generations=2, children=2, params=params)
+    table = "\n[rsiframe]\n" + "".join(f"{k} = {v}\n" for k, v in LIMITS.items())
+    for toml in exp.tasks.glob("*/task.toml"):
+        toml.write_text(toml.read_text() + table)
+    problems, ok = _ran(exp.run(), "run")
+    if not ok:
+        return problems
+    loaded = load_run(exp.run_dir)
+    seen = 0
+    for c in loaded.state.candidates.values():
+        for tries in c.attempts.values():
+            for a in tries:
+                if a.record is None:
+                    continue
+                for task, digest in a.record.predicate.trajectories.items():
+                    traj = get_json(exp.run_dir, digest)
+                    ref = traj.get("artifacts", {}).get("agent.stdout")
+                    out = get_artifact(exp.run_dir, ref).decode() if ref else ""
+                    if "ATTACK exhaust" not in out:
+                        continue
+                    seen += 1
+                    where = f"{c.id}/{a.split}/{task}"
+                    if "tmp blocked" not in out or "memory blocked" not in out:
+                        problems.append(f"{where}: /tmp or memory not limited: {out[:120]!r}")
+                    error = traj.get("error") or ""
+                    want = {"fork": "limit of 64 processes", "app": "app grew past 32 MiB"}
+                    if variant in want and want[variant] not in error:
+                        problems.append(f"{where}: {variant} not ended by its limit: {error!r}")
+                    if variant == "logs" and len(traj.get("artifacts_dropped", [])) < 10:
+                        problems.append(f"{where}: agent logs stored past the artifacts cap")
+    if not seen:
+        problems.append("the exhausting agent never ran")
+    stored = sum(p.stat().st_size for p in (exp.run_dir / "artifacts").rglob("*") if p.is_file())
+    if stored > 24 << 20:
+        problems.append(f"the run's artifacts grew to {stored >> 20} MiB")
+    return problems[:6] + sound(exp)
+
+
 SCENARIOS = {
     "root_escape": root_escape,
     "linked_answer": linked_answer,
+    "exhaust": exhaust,
 }
