@@ -128,11 +128,11 @@ def parse_reward(verifier_dir: Path) -> tuple[float, str | None]:
     """Harbor's reward files: a number in reward.txt, or numeric keys in reward.json."""
     txt = verifier_dir / "reward.txt"
     js = verifier_dir / "reward.json"
-    try:
-        if txt.is_file():
-            return float(txt.read_text().strip()), None
-        if js.is_file():
-            data = json.loads(js.read_text())
+    try:  # regular files only, never a link or a FIFO, at most 1 MiB
+        if txt.exists() or txt.is_symlink():
+            return float(read_regular(txt, 1 << 20).decode().strip()), None
+        if js.exists() or js.is_symlink():
+            data = json.loads(read_regular(js, 1 << 20))
             if isinstance(data, int | float):
                 return float(data), None
             if isinstance(data, dict):

@@ -18,7 +18,7 @@ from rsiframe.archive import get_artifact, get_json
 from rsiframe.loader import load_run
 from rsiframe.sandbox import Mount, make_sandbox
 from rsiframe.selftest.experiment import ROOT_ATTACK, Experiment
-from rsiframe.selftest.scenarios import Trial, _attack, _ran, sound
+from rsiframe.selftest.scenarios import Trial, _attack, _one_line, _ran, sound
 
 PLANTED = "rsiframe-selftest-planted.pth"
 
@@ -204,8 +204,53 @@ def exhaust(t: Trial) -> list[str]:
     return problems[:6] + sound(exp)
 
 
+# -- item 6: a candidate's file can hang the framework --------------------------------------
+
+DATA_GEN = """import json, os
+with open(os.path.join(os.environ["RSI_DATASET_OUT"], "train.jsonl"), "w") as f:
+    f.write(json.dumps({"prompt": "1+1=", "completion": "2"}) + "\\n")
+"""
+
+
+def fifo_trap(t: Trial) -> list[str]:
+    """The seed's train step writes config.json or train_metrics.json as a named pipe."""
+    name = t.rng.choice(["config.json", "train_metrics.json"])
+    exp = t.experiment(generations=1, children=1)
+    (exp.seed / "data").mkdir()
+    (exp.seed / "data" / "gen.py").write_text(DATA_GEN)
+    (exp.seed / "trainer").mkdir()
+    out = '"$RSI_MODEL_OUT"'
+    config = '{"model_type": "gpt2"}'
+    (exp.seed / "trainer" / "train.sh").write_text(
+        f"touch {out}/model.safetensors\n"
+        + (f"mkfifo {out}/config.json\n" if name == "config.json" else "")
+        + (f"echo '{config}' > {out}/config.json\nmkfifo {out}/train_metrics.json\n")
+        * (name != "config.json")
+    )
+    exp.data["evaluator"]["config"]["build"] = {
+        "data": "python3 gen.py",
+        "train": "sh train.sh",
+        "serve": {"backend": "transformers", "start_timeout_s": 120},
+    }
+    exp.write_recipe()
+    res = exp.run()
+    problems = _one_line(res, "run")
+    loaded = load_run(exp.run_dir)
+    seed = loaded.state.candidates.get("c0000")
+    rejected = (seed.rejected or {}) if seed else {}
+    if rejected.get("stage") != "train" or "special files" not in str(rejected):
+        problems.append(f"the seed's FIFO was not rejected at the train step: {rejected}")
+    for cmd in ("status", "verify"):
+        r = exp.cli(cmd, str(exp.run_dir))
+        problems += _one_line(r, cmd)
+        if cmd == "verify" and r.returncode != 0:
+            problems.append(f"verify exit {r.returncode}: {r.stdout[-300:]}")
+    return problems
+
+
 SCENARIOS = {
     "root_escape": root_escape,
     "linked_answer": linked_answer,
     "exhaust": exhaust,
+    "fifo_trap": fifo_trap,
 }
