@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rsiframe import __version__
@@ -271,7 +272,7 @@ def verify(
             table.add_column(col, overflow="fold")
         style = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
         for c in report.checks:
-            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", escape(c.detail))
         out.print(table)
         out.print(f"keyid {report.keyid}", highlight=False)
         for p in report.problems:

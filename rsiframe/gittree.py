@@ -88,6 +88,10 @@ def _walk(base: Path, prefix: str, snap: Snapshot, ignore: tuple[str, ...]) -> N
         items = sorted(it, key=lambda e: e.name)
     for item in items:
         rel = f"{prefix}{item.name}"
+        if not representable(rel):  # git, the archive and the surface all need UTF-8
+            shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+            snap.problems.append((shown, "the path is not valid UTF-8 text"))
+            continue
         if any(glob_matches(p, rel) for p in ignore):
             continue
         st = item.stat(follow_symlinks=False)
@@ -106,6 +110,16 @@ def _walk(base: Path, prefix: str, snap: Snapshot, ignore: tuple[str, ...]) -> N
                 snap.problems.append((rel, f"changed while it was read: {exc}"))
         else:
             snap.problems.append((rel, "special file (fifo, socket or device) is not allowed"))
+
+
+def representable(path: str) -> bool:
+    """True when ``path`` (as ``os`` gave it: undecodable bytes as surrogates) is UTF-8
+    text; a name that is not cannot enter a tree, the archive or a surface check."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _file_sha(path: Path, size: int) -> str:

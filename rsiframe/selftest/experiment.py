@@ -99,6 +99,11 @@ elif mode == "gitmodules":
             '[submodule "x"]\n\tpath = x\n\turl = ' + P["url"] + "\n"))
 elif mode == "edit_evaluator":
     attempt(P["target"], write(P["target"], P["content"]))
+elif mode == "hostile_text":  # Rich markup in its output, a file name that is not UTF-8
+    print("[/][/][/] [bold]unclosed [link=x] %s" % cid)
+    if cid == P["bad_name"]:
+        os.makedirs("notes", exist_ok=True)
+        open(b"notes/bad-\xff\xfe.txt", "w").write("x")
 elif mode == "root_escape":  # from the mutation sandbox, then from the agent's
     exec(open(os.path.join(here, "root_attack.py")).read())
     root_attack("mutation")

@@ -18,7 +18,7 @@ from rsiframe.archive import get_artifact, get_json
 from rsiframe.loader import load_run
 from rsiframe.sandbox import Mount, make_sandbox
 from rsiframe.selftest.experiment import ROOT_ATTACK, Experiment
-from rsiframe.selftest.scenarios import Trial, _attack, _one_line, _ran, sound
+from rsiframe.selftest.scenarios import KILLED, Trial, _attack, _one_line, _ran, sound
 
 PLANTED = "rsiframe-selftest-planted.pth"
 
@@ -248,9 +248,42 @@ def fifo_trap(t: Trial) -> list[str]:
     return problems
 
 
+# -- item 8: text from a candidate crashes the run and status -------------------------------
+
+
+def hostile_text(t: Trial) -> list[str]:
+    """Mutation output full of Rich markup, a file name that is not UTF-8; status and resume."""
+    victims = ["c0001", "c0002"]
+    bad = t.rng.choice(victims)
+    params = {"mode": "hostile_text", "victims": victims, "bad_name": bad, "level": 0}
+    exp = t.experiment(generations=2, children=2, params=params)
+    # not --quiet: the live progress renders every description and reason
+    args = ("run", str(exp.recipe), "--out", str(exp.run_dir))
+    killed = exp.cli(*args, fault="kill:after:candidate_rejected:1")
+    problems = _one_line(killed, "run")
+    if killed.returncode != KILLED:
+        return [*problems, f"the run never rejected the bad name (exit {killed.returncode})"]
+    res = exp.resume()
+    more, ok = _ran(res, "resume")
+    problems += more
+    if not ok:
+        return problems
+    loaded = load_run(exp.run_dir)
+    c = loaded.state.candidates[bad]
+    reasons = " ".join((c.rejected or {}).get("reasons", []))
+    if (c.rejected or {}).get("stage") != "guardrail" or "not valid UTF-8" not in reasons:
+        problems.append(f"{bad} with a non-UTF-8 file name: {c.state}, {c.rejected}")
+    status = exp.cli("status", str(exp.run_dir))
+    problems += _one_line(status, "status")
+    if status.returncode != 0 or "[/][/][/]" not in status.stdout:
+        problems.append(f"status: exit {status.returncode}, {status.stderr.strip()[-200:]!r}")
+    return problems + sound(exp)
+
+
 SCENARIOS = {
     "root_escape": root_escape,
     "linked_answer": linked_answer,
     "exhaust": exhaust,
     "fifo_trap": fifo_trap,
+    "hostile_text": hostile_text,
 }
