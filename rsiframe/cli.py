@@ -102,6 +102,7 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         engine.close()
     # the engine's own state is the fold of everything it read and wrote: no re-read
     report = status_of(LoadedRun(engine.paths, engine.state.verifier, [], engine.state, b""))
+    report.head = engine.archive.head
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:
@@ -222,6 +223,12 @@ def status(run_dir: Path, as_json: bool) -> None:
 )
 @click.option("--candidate", metavar="ID", help="reproduce this candidate instead of the champion")
 @click.option(
+    "--head",
+    metavar="N:HASH",
+    help="a chain head written down earlier (run and status print it): fail unless the "
+    "archive still holds that event at that position (detects truncation)",
+)
+@click.option(
     "--key",
     "key_file",
     type=click.Path(path_type=Path),
@@ -236,6 +243,7 @@ def verify(
     tasks_root: Path | None,
     candidate: str | None,
     key_file: Path | None,
+    head: str | None,
     as_json: bool,
 ) -> None:
     """Check a run with only its folder and public key; no private key is needed.
@@ -243,7 +251,8 @@ def verify(
     Checks, each reported by name: pubkey, chain (hash chain), signatures (every event),
     state, certificates (signed and bound to run, commit, tree, recipe, evaluator and
     task set), locks, commits (in repo.git with the recorded tree), admitted (verified
-    records), evidence (trajectories and logs). --reproduce adds reproduce. Nothing is
+    records), evidence (trajectories and logs). --reproduce adds reproduce, --head adds
+    head (a recorded chain head is still in the chain). Nothing is
     written into the run folder. Exit 0 when every check passes, 1 otherwise.
     """
     from rsiframe.errors import RunFolderError
@@ -262,6 +271,7 @@ def verify(
         tasks_root=tasks_root,
         expected_key=key,
         candidate=candidate,
+        head=head,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rsiframe.archive import chain_head
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
 from rsiframe.loader import LoadedRun
@@ -85,6 +86,8 @@ class StatusReport(BaseModel):
     notes: list[str]
     #: operators' reads beyond their slot's view (information_flow_violation events)
     violations: list[dict[str, Any]] = []
+    #: ``N:HASH`` of the event chain (``archive.chain_head``): keep it to detect truncation
+    head: str = ""
 
 
 def scores_of(c: Candidate) -> Scores:
@@ -149,6 +152,7 @@ def status_of(loaded: LoadedRun) -> StatusReport:
         candidates=rows,
         notes=loaded.notes + st.problems,
         violations=list(st.violations),
+        head=chain_head(loaded.events) if loaded.events else "",
     )
 
 
@@ -213,6 +217,9 @@ def print_summary(report: StatusReport, console: Console) -> None:
     if report.reason:
         console.print(f"stopped: {report.reason}", markup=False)
     console.print(f"details: rsiframe status {report.path}", markup=False)
+    if report.head:
+        # one unbroken line: keep it to check later with ``rsiframe verify --head``
+        console.print(f"chain head: {report.head}", highlight=False, soft_wrap=True)
     for note in report.notes:
         console.print(f"note: {note}", markup=False)
     for v in report.violations:

@@ -280,10 +280,97 @@ def hostile_text(t: Trial) -> list[str]:
     return problems + sound(exp)
 
 
+# -- low: YAML alias bombs; truncating the events file ---------------------------------------
+
+
+def _bomb(levels: int) -> str:
+    """A YAML list of 10**levels leaves in a few lines, built from aliases."""
+    rows = ['  l0: &l0 ["x","x","x","x","x","x","x","x","x","x"]']
+    rows += [f"  l{i}: &l{i} [{','.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(rows)
+
+
+def yaml_bomb(t: Trial) -> list[str]:
+    """A recipe and a knob space built from YAML aliases (10**5 leaves): refused, named."""
+    problems = []
+    exp = t.experiment(generations=1, children=2)
+    levels = 5
+    text = exp.recipe.read_text()
+    where = t.rng.choice(["slots.mutate.config.knobs", "description"])
+    if where == "description":
+        bombed = text + "x-bomb:\n" + _bomb(levels) + f"\ndescription: *l{levels - 1}\n"
+    else:
+        bombed = text.replace(
+            "  mutate:\n",
+            "  mutate:\n    bomb:\n" + _bomb(levels).replace("  l", "      l") + "\n",
+            1,
+        )
+    (exp.root / "bomb.yaml").write_text(bombed)
+    res = exp.cli("recipe", "check", str(exp.root / "bomb.yaml"))
+    problems += _one_line(res, "recipe check")
+    if res.returncode != 2 or "aliases" not in res.stderr:
+        problems.append(f"a recipe bomb ({where}) was not refused: {res.stderr.strip()[-200:]!r}")
+    # a knob space in the candidate's own tree, read by the knobs mutator
+    (exp.seed / "fixed" / "knobs.yaml").write_text(
+        "bomb:\n" + _bomb(levels) + f"\nknobs: *l{levels - 1}\n"
+    )
+    exp.data["slots"]["mutate"]["config"] = {"space": "fixed/knobs.yaml", "max_changes": 1}
+    exp.write_recipe()
+    more, ok = _ran(exp.run(), "run")
+    problems += more
+    if not ok:
+        return problems
+    loaded = load_run(exp.run_dir)
+    for c in loaded.state.candidates.values():
+        if c.id == "c0000":
+            continue
+        why = " ".join((c.rejected or {}).get("reasons", []))
+        if (c.rejected or {}).get("stage") != "mutate" or "aliases" not in why:
+            problems.append(f"{c.id}: a knob-space bomb not refused at mutate: {c.rejected}")
+    return problems + sound(exp)
+
+
+def truncated_archive(t: Trial) -> list[str]:
+    """The events are cut back to before the sealed evaluation; the recorded head says so."""
+    exp = t.experiment(generations=1, children=2)
+    res = exp.run()
+    problems, ok = _ran(res, "run")
+    if not ok:
+        return problems
+    heads = [x.split()[-1] for x in res.stdout.splitlines() if x.startswith("chain head: ")]
+    status = exp.cli("status", str(exp.run_dir), "--json")
+    if not heads or status.returncode != 0 or json.loads(status.stdout).get("head") != heads[0]:
+        return [*problems, f"run and status do not print the same chain head: {heads}"]
+    head = heads[0]
+    ok_now = exp.cli("verify", str(exp.run_dir), "--head", head)
+    if ok_now.returncode != 0:
+        problems.append(f"verify --head of the untouched run: exit {ok_now.returncode}")
+    lines = (exp.run_dir / "events.jsonl").read_bytes().splitlines(keepends=True)
+    cut = next(
+        i
+        for i, x in enumerate(lines)
+        if json.loads(x)["type"] == "evaluation_started"
+        and json.loads(x)["data"]["split"] == "sealed"
+    )
+    cut -= t.rng.randint(0, 3)
+    (exp.run_dir / "events.jsonl").write_bytes(b"".join(lines[:cut]))
+    res = exp.cli("verify", str(exp.run_dir), "--head", head, "--json")
+    problems += _one_line(res, "verify --head")
+    report = json.loads(res.stdout) if res.stdout.strip().startswith("{") else {}
+    failed = [c for c in report.get("checks", []) if c["status"] == "failed"]
+    if res.returncode != 1 or [c["name"] for c in failed] != ["head"]:
+        problems.append(f"verify --head missed the truncation: exit {res.returncode}, {failed}")
+    elif "truncated" not in " ".join(failed[0]["problems"]):
+        problems.append(f"the head check does not say truncated: {failed[0]['problems']}")
+    return problems
+
+
 SCENARIOS = {
     "root_escape": root_escape,
     "linked_answer": linked_answer,
     "exhaust": exhaust,
     "fifo_trap": fifo_trap,
     "hostile_text": hostile_text,
+    "yaml_bomb": yaml_bomb,
+    "truncated_archive": truncated_archive,
 }
