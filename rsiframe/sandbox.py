@@ -312,7 +312,7 @@ def _execute(
         overflow = threading.Event()
         done = threading.Event()
         breached: list[str] = []
-        ticks = [0]  # the folders in ``watch`` are measured every tenth tick
+        ticks = [0]  # the folders in ``watch`` are measured every twentieth tick (1 s)
 
         def on_timeout() -> None:
             expired.set()
@@ -330,7 +330,7 @@ def _execute(
                     kill_group(proc)
                     return
                 ticks[0] += 1
-                why = _breach(watch if ticks[0] % 10 == 0 else (), cgroup)
+                why = _breach(watch if ticks[0] % 20 == 0 else (), cgroup)
                 if why:
                     breached.append(why)
                     kill_group(proc)
@@ -462,7 +462,9 @@ class Sandbox:
         lim = limits or Limits()
         if memory_mb is not None:
             lim = dataclasses.replace(lim, memory_mb=memory_mb)
-        prefix = limit_prefix(lim, nproc=nproc)
+        # RLIMIT_NPROC counts a user's processes in its user namespace: only a bubblewrap
+        # sandbox has one of its own (outside, it would count the whole host's)
+        prefix = limit_prefix(lim, nproc=nproc and self.kind == "bwrap")
         return self.prepare(
             [*prefix, *argv], mounts, cwd, env, network, hidden, setup_root, lim.tmp_mb
         )
