@@ -112,8 +112,11 @@ def freeze(src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000) ->
                 continue
             try:
                 fd = open_regular(name, dir_fd=dfd)
-            except (UnsafeFile, FileNotFoundError) as exc:  # swapped during the copy
+            except UnsafeFile as exc:  # swapped for something else during the copy
                 removed.append(Removed(rel, f"changed during the copy: {exc}"))
+                continue
+            except OSError as exc:  # gone, or made unreadable by the agent
+                removed.append(Removed(rel, f"unreadable: {exc.strerror}"))
                 continue
             try:
                 total = _copy(fd, out_dir / name, total, max_bytes)
