@@ -1,8 +1,9 @@
 """Integrity scenarios of the security review (issue 10): a root host, linked answers,
 hostile files, hostile text, resource exhaustion, YAML bombs and a truncated archive.
 
-Registered in :data:`rsiframe.selftest.scenarios.SCENARIOS` beside the original ones and
-judged the same way: a list of problems, empty when the trial passed.
+This module adds them to :data:`rsiframe.selftest.scenarios.SCENARIOS` (importing either
+module first works), beside the original ones, judged the same way: a list of problems,
+empty when the trial passed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from rsiframe.archive import get_artifact, get_json
 from rsiframe.loader import load_run
 from rsiframe.sandbox import Mount, make_sandbox
+from rsiframe.selftest import scenarios as _scenarios
 from rsiframe.selftest.experiment import ROOT_ATTACK, Experiment
 from rsiframe.selftest.scenarios import KILLED, Trial, _attack, _one_line, _ran, sound
 
@@ -374,3 +376,5 @@ SCENARIOS = {
     "yaml_bomb": yaml_bomb,
     "truncated_archive": truncated_archive,
 }
+
+_scenarios.SCENARIOS.update(SCENARIOS)
