@@ -27,7 +27,7 @@ from typing import Any
 from rsiframe.archive import EVENTS, write_atomic
 from rsiframe.digest import canonical_json
 from rsiframe.errors import RunFolderError
-from rsiframe.sandbox import protect
+from rsiframe.keys import protect
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rsiframe.errors import SandboxError
-from rsiframe.keys import key_dir
+from rsiframe.keys import key_dir, protected_folders
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
 #: the uid and gid a bubblewrap sandbox runs as inside its user namespace, unless
@@ -132,23 +132,13 @@ def sandbox_ids() -> tuple[int, int]:
     return ids[0], ids[1]
 
 
-#: folders no privileged sandbox may see (a live run's folder; its scratch aside)
-_protected: dict[str, str | None] = {}
-
-
-def protect(folder: Path, scratch: Path | None = None) -> None:
-    """Name a folder a ``setup_root`` sandbox must never mount, nor anything inside it but
-    ``scratch`` (the run folder and its ``work/``; the key folder is always protected)."""
-    _protected[os.path.realpath(folder)] = os.path.realpath(scratch) if scratch else None
-
-
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def exposed(mounts: Sequence[Mount]) -> list[str]:
-    """The mounts that would show the key folder or a folder named by :func:`protect`."""
-    roots: dict[str, str | None] = {os.path.realpath(key_dir()): None, **_protected}
+    """The mounts that would show the key folder or a folder named by :func:`keys.protect`."""
+    roots = protected_folders()
     bad = []
     for m in mounts:
         host = os.path.realpath(m.host)
@@ -454,7 +444,7 @@ class Sandbox:
         packages into its environment): under bubblewrap the command is root inside its
         user namespace, with that namespace's capabilities only (never the host's), and it
         is refused when a mount would show the key folder or a run folder
-        (:func:`protect`). Agents, verifiers, mutations, builds, the model server and
+        (:func:`keys.protect`). Agents, verifiers, mutations, builds, the model server and
         operators never use it."""
         if setup_root and (bad := exposed([*mounts, cwd])):
             raise SandboxError(f"a set-up step may not mount {bad[0]}")

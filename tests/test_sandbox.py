@@ -619,8 +619,10 @@ def test_setup_root_is_namespace_root_and_never_sees_keys_or_a_live_run(
         )
     run = tmp_path / "run"
     (run / "work" / "trial").mkdir(parents=True)
-    monkeypatch.setattr(sandbox, "_protected", {})
-    sandbox.protect(run, run / "work")
+    from rsiframe import keys
+
+    monkeypatch.setattr(keys, "_protected", {})
+    keys.protect(run, run / "work")
     inside = Mount(run / "work" / "trial", "/app", writable=True)
     assert (
         BwrapSandbox()
