@@ -42,8 +42,8 @@ class BudgetGuard:
         return {"used": self.used(st, now), "limits": self.limits()}
 
     def tokens_left(self, st: RunState) -> int | None:
-        """Model tokens the next evaluation may use (None: unlimited); the server refuses
-        requests once they are spent, so a run cannot overdraw by more than one request."""
+        """Model tokens the next evaluation may use (None: unlimited); the server reserves
+        each request's worst case before it runs, so a run never overdraws."""
         b = self.budget
         return None if b.max_model_tokens is None else max(0, b.max_model_tokens - st.tokens)
 

@@ -54,6 +54,12 @@ class ServeConfig(BaseModel):
     )
     max_batch: int = Field(64, ge=1, le=4096, description="sequences generated per batch")
     max_tokens: int = Field(512, ge=1, description="cap on a request's max_tokens")
+    max_request_tokens: int = Field(
+        32768, ge=1, description="cap on a request's prompts * n * max_tokens (else 400)"
+    )
+    memory_mb: int | None = Field(
+        8192, gt=0, description="address-space limit of the server process (CPU backend)"
+    )
     start_timeout_s: float = Field(300, gt=0, description="time the server may take to start")
 
 

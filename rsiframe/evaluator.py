@@ -145,6 +145,8 @@ class LocalEngine:
                 threads=b.threads,
                 max_batch=b.serve.max_batch,
                 max_tokens=b.serve.max_tokens,
+                max_request_tokens=b.serve.max_request_tokens,
+                memory_mb=b.serve.memory_mb,
                 start_timeout_s=b.serve.start_timeout_s,
             )
 
