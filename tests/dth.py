@@ -92,6 +92,18 @@ app = os.environ.get("RSI_APP", "/app")
 items = [json.loads(l) for l in open(os.path.join(app, "items.jsonl"))]
 if cfg.get("mode") == "hang":
     time.sleep(3600)
+if cfg.get("mode") == "sabotage":  # flood the shared server, then leave without reading
+    import socket, urllib.parse
+    url = urllib.parse.urlparse(os.environ["OPENAI_BASE_URL"])
+    big = json.dumps({"model": os.environ["RSI_MODEL"], "prompt": ["rev abc="] * 64, "n": 64,
+                      "max_tokens": 8, "temperature": 0}).encode()
+    head = b"POST /v1/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: %d\\r\\n\\r\\n"
+    socks = [socket.create_connection((url.hostname, url.port)) for _ in range(cfg["floods"])]
+    for s in socks:
+        s.sendall(head % len(big) + big)
+    time.sleep(1)
+    open("answers.jsonl", "w").write("")
+    sys.exit(0)
 if cfg.get("mode") == "garbage":
     open("answers.jsonl", "w").write("\\x00\\x01 not json at all")
     sys.exit(0)

@@ -409,3 +409,46 @@ def test_a_llama_model_is_served_too(served) -> None:  # type: ignore[no-untyped
         assert status == 200 and len(body["choices"]) == 2
     finally:
         shutil.rmtree(llama_dir.parent)
+
+
+@pytest.mark.e2e
+def test_a_saboteur_child_does_not_change_the_next_childs_scores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saboteur harness leaves 40 huge requests (about 70 s of generation) on the shared
+    server and exits; an honest candidate evaluated right after it, with a 30 s agent
+    timeout, scores exactly what it scored before the saboteur ran."""
+    from dth import BUILD, write_seed, write_tasks
+
+    from rsiframe.evaluator import LocalEngine, LocalEngineConfig
+    from rsiframe.tasks import TaskSet
+
+    monkeypatch.setenv("RSIFRAME_CACHE_DIR", str(tmp_path / "cache"))
+    honest = write_seed(tmp_path / "honest")
+    saboteur = write_seed(tmp_path / "saboteur", harness={"mode": "sabotage", "floods": 40})
+    tasks = TaskSet.load(write_tasks(tmp_path / "tasks", n_tasks=2))
+    (tmp_path / "work").mkdir()
+    config = LocalEngineConfig.model_validate(
+        {
+            "agent": 'python3 "$RSI_CANDIDATE/harness/run.py"',
+            "agent_timeout_s": 30,
+            "concurrency": 2,
+            "build": BUILD,
+        }
+    )
+    engine = LocalEngine(config, tmp_path / "work")
+    todo = [tasks.tasks[t] for t in sorted(tasks.tasks)]
+
+    def rewards(candidate: Path) -> dict[str, tuple[float, str | None]]:
+        out = engine.run(candidate, todo, lambda data: "")
+        return {t: (r.reward, r.error) for t, r in out.runs.items()}
+
+    try:
+        before = rewards(honest)
+        assert all(error is None for _, error in before.values()), before
+        sabotaged = engine.run(saboteur, todo, lambda data: "")
+        assert sabotaged.usage is not None and sabotaged.usage["cancelled"] >= 1
+        after = rewards(honest)
+    finally:
+        engine.close()
+    assert after == before
