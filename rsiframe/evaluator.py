@@ -4,8 +4,9 @@ Each task gets a fresh trial folder. The agent phase sees the candidate export
 read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
 instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
 never sees the tests. The verifier phase then runs ``bash /tests/test.sh`` with
-the tests mounted and a freshly created ``/logs/verifier``, so nothing the
-agent wrote can become its reward. Paths are also given as environment
+the tests mounted, the candidate read-only at ``/candidate`` (so a verifier can
+measure the candidate itself rather than trust what its agent reports) and a freshly
+created ``/logs/verifier``, so nothing the agent wrote can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
@@ -333,9 +334,16 @@ class LocalEngine:
         )
         verifier = sb.run(
             ["bash", sb.view(m_tests) + "/test.sh"],
-            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent")],
+            # the candidate (read-only) too, so a verifier can measure it instead of
+            # trusting what the agent reports about itself (sat3 reads its knobs)
+            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent"), m_cand],
             cwd=m_app,
-            env={**task.verifier_env, **common, "RSI_TESTS": sb.view(m_tests)},
+            env={
+                **task.verifier_env,
+                **common,
+                "RSI_TESTS": sb.view(m_tests),
+                "RSI_CANDIDATE": sb.view(m_cand),
+            },
             timeout=verifier_timeout,
             network=task.verifier_network,
             output_limit=self.config.output_limit_bytes,
