@@ -6,9 +6,11 @@ Two steps, each run by the evaluator in the sandbox with only its own inputs:
    directory) and a writable ``$RSI_DATASET_OUT``; must write ``train.jsonl`` rows
    ``{"prompt", "completion"}``. Then the contamination audit (see
    :mod:`rsiframe.contamination`) runs on the dataset.
-2. **train** — a read-only copy of ``trainer/`` (the working directory), the dataset
-   read-only at ``$RSI_DATASET`` and a writable ``$RSI_MODEL_OUT``; must write a
-   safetensors model folder (GPT-2 or Llama) with its tokenizer.
+2. **train** — a read-only copy of ``trainer/`` (the working directory), the dataset's
+   canonical ``{prompt, completion}`` rows (no other key, no side file) read-only at
+   ``$RSI_DATASET`` and a writable ``$RSI_MODEL_OUT``; must write a safetensors model
+   folder (GPT-2 or Llama) with its tokenizer. The audit before it reads the whole dataset
+   and ``trainer/``, a superset of what training gets.
 
 No network, ``HOME=/tmp``, ``RSI_THREADS`` threads. Outputs are cached,
 content-addressed, in ``$RSIFRAME_CACHE_DIR`` (default ``~/.cache/rsiframe``): the
@@ -28,7 +30,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rsiframe import __version__
-from rsiframe.contamination import AuditResult, ContaminationConfig
+from rsiframe.contamination import AuditResult, ContaminationConfig, build_texts
 from rsiframe.digest import sha256_bytes, sha256_file, sha256_json
 from rsiframe.sandbox import Mount, ProcResult, Sandbox
 from rsiframe.serving import ModelRefused, check_model_dir
@@ -177,7 +179,7 @@ class Built:
 
 
 Put = Callable[[bytes], str]
-Audit = Callable[[Path], AuditResult]
+Audit = Callable[[Iterable[str]], AuditResult]
 
 
 class Builder:
@@ -404,22 +406,26 @@ class Builder:
             cfg.data_timeout_s,
             self._check_dataset,
         )
+        train_inputs = {n: _input_digest("train", candidate_dir, n) for n in cfg.train_inputs}
         contamination: dict[str, Any] = {}
-        if audit is not None:
-            result = self._audits.get(dataset.digest)
+        if audit is not None:  # everything the train step could be handed, read whole
+            memo = sha256_json([dataset.digest, train_inputs])
+            result = self._audits.get(memo)
             if result is None:
-                result = audit(dataset.dir / "train.jsonl")
-                self._audits[dataset.digest] = result
+                result = audit(
+                    build_texts(dataset.dir, [candidate_dir / n for n in cfg.train_inputs])
+                )
+                self._audits[memo] = result
             contamination = result.summary(cfg.contamination.max_examples)
             if result.contaminated and cfg.contamination.policy == "reject":
                 raise BuildRejected("contamination", result.reason(), {"audit": contamination})
-        train_inputs = {n: _input_digest("train", candidate_dir, n) for n in cfg.train_inputs}
         mkey = self._key("train", dataset=dataset.digest, inputs=train_inputs)
-        m_data = Mount(dataset.dir, "/build/dataset")
-        model = self._step(
-            "train",
-            mkey,
-            lambda: self._run(
+        canonical = self.work_root / f"dataset-{uuid.uuid4().hex[:8]}"
+        m_data = Mount(canonical, "/build/dataset")
+
+        def train() -> tuple[Path, ProcResult, Path]:
+            _canonical_dataset(dataset.dir / "train.jsonl", canonical)
+            return self._run(
                 "train",
                 cfg.train,
                 candidate_dir,
@@ -428,10 +434,12 @@ class Builder:
                 {"RSI_DATASET": self.sandbox.view(m_data)},
                 "RSI_MODEL_OUT",
                 cfg.train_timeout_s,
-            ),
-            cfg.train_timeout_s,
-            self._check_model,
-        )
+            )
+
+        try:
+            model = self._step("train", mkey, train, cfg.train_timeout_s, self._check_model)
+        finally:
+            shutil.rmtree(canonical, ignore_errors=True)
         inputs = {
             "data": data_inputs,
             "train": train_inputs,
@@ -466,6 +474,18 @@ class Builder:
         ref = put(json.dumps(manifest, sort_keys=True, indent=1).encode())
         self._stored[ident] = ref
         return ref
+
+
+def _canonical_dataset(train_jsonl: Path, out: Path) -> None:
+    """What the train step gets: only the ``{prompt, completion}`` of each row (checked by
+    ``_check_dataset``), no other key and no other file of the data step's output."""
+    out.mkdir(parents=True)
+    with train_jsonl.open("rb") as src, (out / "train.jsonl").open("w") as dst:
+        for raw in src:
+            if raw.strip():
+                row = json.loads(raw)
+                dst.write(json.dumps({"prompt": row["prompt"], "completion": row["completion"]}))
+                dst.write("\n")
 
 
 def _input_digest(step: str, candidate_dir: Path, name: str) -> str:

@@ -6,9 +6,10 @@ instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
 never sees the tests. The verifier phase then runs ``bash /tests/test.sh`` with
 the tests mounted, the candidate read-only at ``/candidate`` (so a verifier can
 measure the candidate itself rather than trust what its agent reports) and a freshly
-created ``/logs/verifier``, so nothing the agent wrote can become its reward. Paths are also given as environment
-variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
-process fallback, which cannot remap paths, works for tasks that use them.
+created ``/logs/verifier``, so nothing the agent wrote can become its reward. Paths
+are also given as environment variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``,
+``RSI_TESTS``) so the process fallback, which cannot remap paths, works for tasks that
+use them.
 
 With a ``build`` config (the D/T/H target) the evaluator first builds the
 candidate's model (:mod:`rsiframe.build`: data step, contamination audit, train
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rsiframe import __version__, faults, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
-from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
+from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
 from rsiframe.sandbox import Mount, ProcResult, Sandbox, kill_all, make_sandbox
@@ -155,9 +156,9 @@ class LocalEngine:
         """The gate and sealed tasks whose items training data must not contain."""
         self._items = protected_items(tasks)
 
-    def _audit(self, train_jsonl: Path) -> AuditResult:
+    def _audit(self, texts: Iterable[str]) -> AuditResult:
         assert self.config.build is not None
-        return audit(training_texts(train_jsonl), self._items, self.config.build.contamination)
+        return audit(texts, self._items, self.config.build.contamination)
 
     @property
     def isolation(self) -> str:

@@ -39,6 +39,13 @@ with open(out, "w") as f:
         f.write(json.dumps({"prompt": json.dumps(seen), "completion": net}) + "\\n")
     for w in cfg.get("plant", []):
         f.write(json.dumps({"prompt": f"rev {w}=", "completion": w[::-1] + "\\n"}) + "\\n")
+    for w in cfg.get("plant_meta", []):  # hidden items with their answers, under a side key
+        row = {"prompt": "rev ab=", "completion": "ba\\n", "meta": {"x": [{"q": w, "a": w[::-1]}]}}
+        f.write(json.dumps(row) + "\\n")
+for w in cfg.get("plant_file", []):  # ... or in a side file of the dataset
+    with open(os.path.join(os.environ["RSI_DATASET_OUT"], "side.json"), "w") as side:
+        escaped = json.dumps({"items": [w]}).replace(w[0], "\\\\u%04x" % ord(w[0]))
+        side.write(escaped)
 """
 
 TRAIN = """\
