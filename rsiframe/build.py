@@ -15,16 +15,23 @@ Two steps, each run by the evaluator in the sandbox with only its own inputs:
 No network, ``HOME=/tmp``, ``RSI_THREADS`` threads. Outputs are cached,
 content-addressed, in ``$RSIFRAME_CACHE_DIR`` (default ``~/.cache/rsiframe``): the
 dataset by (data subtree digest, command, threads, framework), the model by (dataset
-digest, trainer subtree digest, command, threads, framework). A cache entry is
-re-hashed against its manifest before every use and against what this run saw before;
-one that fails is rebuilt. A child that changed only its harness reuses its parent's
-model without training. A candidate whose step crashes, times out or writes bad output
-raises :class:`BuildRejected` (its fault, not the infrastructure's).
+digest, trainer subtree digest, command, threads, framework), both also by the sandbox's
+isolation level and the host facts that decide numerics (:mod:`rsiframe.hostfacts`), so
+an entry built unconfined or on other numerics is never reused. Each manifest carries an
+HMAC under a host key kept in the key folder (masked in every sandbox): an entry is
+re-hashed against its manifest, and the manifest checked against its HMAC, before every
+use (and against what this run saw before); one that fails is rebuilt, so a model edited
+in the cache with its manifest rewritten to match is never reused. A child that changed
+only its harness reuses its parent's model without training. A candidate whose step
+crashes, times out or writes bad output raises :class:`BuildRejected` (its fault, not the
+infrastructure's).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -40,6 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from rsiframe import __version__
 from rsiframe.contamination import AuditResult, ContaminationConfig, build_texts
 from rsiframe.digest import sha256_bytes, sha256_file, sha256_json
+from rsiframe.hostfacts import host_facts
+from rsiframe.keys import key_dir
 from rsiframe.sandbox import Mount, ProcResult, Sandbox
 from rsiframe.serving import ModelRefused, check_model_dir
 
@@ -100,6 +109,33 @@ def cache_root() -> Path:
     return root / "builds"
 
 
+def cache_secret() -> bytes:
+    """The host's key for build-cache manifests, in the key folder (masked in every
+    sandbox); made on first use."""
+    path = key_dir() / "build-cache.key"
+    with contextlib.suppress(FileNotFoundError):
+        secret = path.read_bytes()
+        if len(secret) == 32:
+            return secret
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".build-cache-{uuid.uuid4().hex[:8]}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(32))
+    try:
+        os.link(tmp, path)  # first writer wins; a racing process reads the winner's key
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_bytes()
+
+
+def _mac(secret: bytes, meta: dict[str, Any]) -> str:
+    body = {k: v for k, v in meta.items() if k != "mac"}
+    return hmac.new(secret, sha256_json(body).encode(), hashlib.sha256).hexdigest()
+
+
 def tree_digest(path: Path) -> str:
     """Paths, bytes, executable bits and symlink targets of a folder."""
     entries: dict[str, Any] = {}
@@ -156,6 +192,8 @@ class Built:
     contamination: dict[str, Any]
     train_metrics: dict[str, Any] = field(default_factory=dict)
     manifest: str = ""  # artifact digest of the build manifest
+    host: dict[str, Any] = field(default_factory=dict)  # hostfacts.host_facts()
+    isolation: str = ""
 
     @property
     def model_name(self) -> str:
@@ -175,6 +213,8 @@ class Built:
             "training_seconds": round(self.model.seconds, 3),
             "train_metrics": self.train_metrics,
             "contamination": self.contamination,
+            "isolation": self.isolation,
+            "host": self.host,
         }
 
 
@@ -195,6 +235,7 @@ class Builder:
         self._seen: dict[tuple[str, str], str] = {}  # (step, key) -> digest, this process
         self._stored: dict[str, str] = {}  # build inputs digest -> manifest artifact
         self._audits: dict[str, AuditResult] = {}
+        self._secret: bytes | None = None
 
     @property
     def models_root(self) -> Path:
@@ -218,6 +259,16 @@ class Builder:
             "WANDB_MODE": "disabled",
         }
 
+    @property
+    def host(self) -> dict[str, Any]:
+        return host_facts(self.config.threads)
+
+    @property
+    def secret(self) -> bytes:
+        if self._secret is None:
+            self._secret = cache_secret()
+        return self._secret
+
     def _key(self, step: str, **parts: Any) -> str:
         return sha256_json(
             {
@@ -225,6 +276,8 @@ class Builder:
                 "framework": __version__,
                 "threads": self.config.threads,
                 "command": self.config.data if step == "data" else self.config.train,
+                "isolation": self.sandbox.isolation,
+                "host": self.host,
                 **parts,
             }
         )
@@ -238,8 +291,9 @@ class Builder:
             return None, ""
         try:
             meta = json.loads(manifest.read_text())
+            ok = hmac.compare_digest(str(meta.get("mac", "")), _mac(self.secret, meta))
             files = files_of(entry / "out")
-            ok = files == meta["files"] and sha256_json(files) == meta["digest"]
+            ok = ok and files == meta["files"] and sha256_json(files) == meta["digest"]
             seen = self._seen.get((step, key))
             ok = ok and (seen is None or seen == meta["digest"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -260,7 +314,14 @@ class Builder:
         shutil.move(str(out), tmp / "out")
         files = files_of(tmp / "out")
         digest = sha256_json(files)
-        meta = {"step": step, "key": key, "files": files, "digest": digest, "seconds": seconds}
+        meta: dict[str, Any] = {
+            "step": step,
+            "key": key,
+            "files": files,
+            "digest": digest,
+            "seconds": seconds,
+        }
+        meta["mac"] = _mac(self.secret, meta)
         (tmp / "manifest.json").write_text(json.dumps(meta, indent=1))
         try:
             tmp.rename(entry)
@@ -453,7 +514,15 @@ class Builder:
             raw = json.loads((model.dir / "train_metrics.json").read_text())
             if isinstance(raw, dict):
                 metrics = {k: v for k, v in raw.items() if isinstance(v, int | float | str)}
-        built = Built(dataset, model, inputs, contamination, metrics)
+        built = Built(
+            dataset,
+            model,
+            inputs,
+            contamination,
+            metrics,
+            host=self.host,
+            isolation=self.sandbox.isolation,
+        )
         built.manifest = self._store_artifacts(built, put)
         return built
 

@@ -221,6 +221,12 @@ def status(run_dir: Path, as_json: bool) -> None:
 )
 @click.option("--candidate", metavar="ID", help="reproduce this candidate instead of the champion")
 @click.option(
+    "--rebuild",
+    is_flag=True,
+    help="with --reproduce: build D/T/H datasets and models again in an empty cache instead "
+    "of reading the build cache (the report says which it did)",
+)
+@click.option(
     "--key",
     "key_file",
     type=click.Path(path_type=Path),
@@ -234,6 +240,7 @@ def verify(
     tolerance: float,
     tasks_root: Path | None,
     candidate: str | None,
+    rebuild: bool,
     key_file: Path | None,
     as_json: bool,
 ) -> None:
@@ -261,6 +268,7 @@ def verify(
         tasks_root=tasks_root,
         expected_key=key,
         candidate=candidate,
+        rebuild=rebuild,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))

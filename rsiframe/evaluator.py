@@ -129,7 +129,11 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, config: LocalEngineConfig, work_root: Path) -> None:
+    def __init__(
+        self, config: LocalEngineConfig, work_root: Path, cache_root: Path | None = None
+    ) -> None:
+        """``cache_root`` replaces the shared build cache (``verify --reproduce --rebuild``
+        passes an empty one, so everything is built again)."""
         self.config = config
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
@@ -139,7 +143,7 @@ class LocalEngine:
         self._items: list[Item] = []
         if config.build is not None:
             b = config.build
-            self.builder = Builder(b, self.sandbox, work_root)
+            self.builder = Builder(b, self.sandbox, work_root, cache_root)
             self.server = ModelServer(
                 self.sandbox,
                 self.builder.models_root,
@@ -396,13 +400,16 @@ def _phase(res: ProcResult) -> dict[str, Any]:
     }
 
 
-ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], LocalEngine]]] = {
+ENGINES: dict[str, tuple[type[BaseModel], Callable[..., LocalEngine]]] = {
     "local": (LocalEngineConfig, LocalEngine),
 }
 
 
-def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:
-    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``)."""
+def make_evaluator(
+    engine: str, config: dict[str, Any], work: Path, cache_root: Path | None = None
+) -> LocalEngine:
+    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``);
+    ``cache_root``: a build cache of its own instead of the shared one."""
     entry = ENGINES.get(engine)
     if entry is None:
         raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
@@ -413,7 +420,7 @@ def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngi
         raise LockMismatch(
             f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
         ) from exc
-    return factory(parsed, work)
+    return factory(parsed, work, cache_root)
 
 
 def run_tasks(
