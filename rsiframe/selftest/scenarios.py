@@ -671,6 +671,8 @@ def oversized_result(t: Trial) -> list[str]:
     return _bad_operator_run(t, slot, "huge", size)
 
 
+from rsiframe.selftest.build_scenarios import BUILD_SCENARIOS  # noqa: E402
+
 SCENARIOS: dict[str, Scenario] = {
     "kill_mutate": kill_mutate,
     "kill_evaluate": kill_evaluate,
@@ -691,4 +693,5 @@ SCENARIOS: dict[str, Scenario] = {
     "task_edited": task_edited,
     "malformed_result": malformed_result,
     "oversized_result": oversized_result,
+    **BUILD_SCENARIOS,
 }
