@@ -420,7 +420,8 @@ def make_evaluator(
         raise LockMismatch(
             f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
         ) from exc
-    return factory(parsed, work, cache_root)
+    # only engines with a build cache take one (--rebuild on a run without builds is a no-op)
+    return factory(parsed, work) if cache_root is None else factory(parsed, work, cache_root)
 
 
 def run_tasks(
