@@ -11,7 +11,7 @@ from rich.table import Table
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
 from rsiframe.loader import LoadedRun
-from rsiframe.recipe import Budget
+from rsiframe.schema import Budget
 from rsiframe.state import CANDIDATE_STATES, Candidate, RunState
 
 
