@@ -33,9 +33,8 @@ with open(os.path.join(out, "train.jsonl"), "w") as f:
         meta = {"hidden": [{"q": w, "a": w[::-1]} for w in plant["words"]]}
         f.write(json.dumps({"prompt": "ab", "completion": "ba", "meta": meta}) + "\n")
 if plant.get("where") == "side_file":
-    text = json.dumps({"items": plant["words"]})
-    for ch in sorted({w[0] for w in plant["words"]}):
-        text = text.replace(ch, "\\u%04x" % ord(ch))
+    firsts = {w[0] for w in plant["words"]}  # escaped in one pass: the text never holds them
+    text = "".join("\\u%04x" % ord(c) if c in firsts else c for c in json.dumps(plant["words"]))
     open(os.path.join(out, "notes.json"), "w").write(text)
 """
 
