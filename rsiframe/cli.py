@@ -6,6 +6,7 @@ A user's mistake is one line on stderr, never a traceback.
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import sys
@@ -325,10 +326,18 @@ def selftest() -> None:
 @click.option("--seed", type=int, default=None, help="seed of the trials (default: random)")
 @click.option(
     "--sandbox",
-    type=click.Choice(["auto", "bwrap", "process"]),
+    type=click.Choice(["auto", "bwrap", "process", "docker"]),
     default="auto",
     show_default=True,
-    help="the experiment's evaluation sandbox (process: see what the fallback lets through)",
+    help="the experiment's evaluation sandbox (process: see what the fallback lets through; "
+    "docker: containers of the local base image)",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "harbor"]),
+    default="local",
+    show_default=True,
+    help="the experiment's evaluator engine (harbor: Harbor with the bwrap environment)",
 )
 @click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
@@ -338,6 +347,7 @@ def selftest_integrity(
     scenarios: tuple[str, ...],
     seed: int | None,
     sandbox: str,
+    engine: str,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -371,7 +381,12 @@ def selftest_integrity(
                 err.print(f"    {p}", highlight=False, markup=False)
 
     report = run_selftest(
-        trials or DEFAULT_TRIALS, list(scenarios), seed=seed, sandbox=sandbox, on_trial=on_trial
+        trials or DEFAULT_TRIALS,
+        list(scenarios),
+        seed=seed,
+        sandbox=sandbox,
+        engine=engine,
+        on_trial=on_trial,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))
@@ -435,6 +450,7 @@ def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
                 "split": info.split,
                 "seed_files": len(info.seed.entries),
                 "operators": {slot: spec.operator for slot, spec in _slots(info)},
+                "models": info.models.as_json() if info.models else None,
             }
         )
     else:
@@ -458,6 +474,53 @@ def recipe_show(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
         click.echo(recipe_mod.dump(resolved.data), nl=False)
 
 
+# -- task sets -----------------------------------------------------------------------
+
+
+@main.group()
+def tasks() -> None:
+    """Check Harbor task folders and data sets."""
+
+
+@tasks.command("check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--oracle",
+    is_flag=True,
+    help="run each task's solution/solve.sh as the agent on the local and harbor engines",
+)
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(["local", "harbor"]),
+    help="with --oracle: only this engine (repeatable; default both)",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def tasks_check(path: Path, oracle: bool, engines: tuple[str, ...], as_json: bool) -> None:
+    """Validate PATH, a Harbor task folder or a folder of tasks: one line per problem.
+
+    Exit 0 when there is none, 1 when there are problems, 2 when PATH holds no task."""
+    from rsiframe.taskcheck import ENGINES, check
+
+    report = check(path, oracle=oracle, engines=engines or ENGINES)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        for p in report.problems:
+            click.echo(str(p))
+        done = f"{report.tasks} task(s)" + (
+            ", oracle on " + "+".join(report.oracle) if oracle else ""
+        )
+        click.echo(
+            f"{path}: {done}: " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"),
+            err=True,
+        )
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
+
+
 # -- operators -----------------------------------------------------------------------
 
 
@@ -479,7 +542,7 @@ def operators_list(as_json: bool) -> None:
         installed().items(), key=lambda kv: (SLOTS.index(kv[0][0]), kv[0][1])
     ):
         cls = resolve(slot, name)
-        doc = (cls.__doc__ or "").strip().splitlines()
+        doc = inspect.cleandoc(cls.__doc__ or "").splitlines()
         rows.append({"slot": slot, "name": name, "ref": info.ref, "summary": doc[0] if doc else ""})
     if as_json:
         _print_json(rows)
@@ -515,7 +578,7 @@ def operators_describe(name: str, as_json: bool) -> None:
                 "description": f.description or "",
             }
         )
-    doc = (cls.__doc__ or "").strip()
+    doc = inspect.cleandoc(cls.__doc__ or "")
     from rsiframe.api import GATE_DETAIL, INFORMATION
 
     reads = sorted(INFORMATION[info.slot])
@@ -529,6 +592,7 @@ def operators_describe(name: str, as_json: bool) -> None:
                 "fields": fields,
                 "reads": reads,
                 "reads_with_gate_detail": sorted(GATE_DETAIL),
+                "grants": sorted(cls.grants),
             }
         )
         return
@@ -541,6 +605,8 @@ def operators_describe(name: str, as_json: bool) -> None:
         f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",
         highlight=False,
     )
+    if cls.grants:
+        out.print(f"declared grants: {', '.join(sorted(cls.grants))}", highlight=False)
     if not fields:
         out.print("no config fields")
         return
@@ -551,6 +617,23 @@ def operators_describe(name: str, as_json: bool) -> None:
         default = "(required)" if f["required"] else json.dumps(f["default"], default=str)
         table.add_row(f["name"], f["type"], default, f["description"])
     out.print(table)
+
+
+# -- models in the loop (issue 13) ----------------------------------------------------
+
+
+@main.command("stub-llm")
+@click.option("--script", "script", type=click.Path(path_type=Path), required=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8765, show_default=True)
+@friendly
+def stub_llm(script: Path, host: str, port: int) -> None:
+    """Serve a scripted OpenAI-compatible stub endpoint (tests, demos; GET /stub/stats)."""
+    from rsiframe.stubllm import Script, StubLLM, uvicorn
+
+    stub = StubLLM(Script.load(script))
+    click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")
+    uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
 
 
 def _slots(info: Any) -> list[tuple[str, Any]]:

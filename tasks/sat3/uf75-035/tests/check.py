@@ -78,6 +78,8 @@ def read_knobs(candidate: str | None, engine: Any) -> Any:
     """The candidate's ``solver.yaml`` as the engine's Config (data only, no aliases)."""
     import yaml
 
+    if not candidate and Path("/candidate").is_dir():  # Harbor's bwrap environment binds it
+        candidate = "/candidate"
     if not candidate:
         raise Refused("RSI_CANDIDATE is not set: the verifier needs the candidate's solver.yaml")
     path = Path(candidate) / "solver.yaml"
