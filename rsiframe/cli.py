@@ -222,10 +222,7 @@ def status(run_dir: Path, as_json: bool) -> None:
 )
 @click.option("--candidate", metavar="ID", help="reproduce this candidate instead of the champion")
 @click.option(
-    "--rebuild",
-    is_flag=True,
-    help="with --reproduce: build D/T/H datasets and models again in an empty cache instead "
-    "of reading the build cache (the report says which it did)",
+    "--rebuild", is_flag=True, help="with --reproduce: build D/T/H models again, not from cache"
 )
 @click.option(
     "--key",

@@ -270,8 +270,13 @@ def test_generation_stops_when_the_client_leaves(served) -> None:  # type: ignor
         _send_and_leave(bad, 1.0)
         status, out = complete(good, prompt=["rev abc=", "rev xyz="], max_tokens=6, temperature=0)
         assert status == 200 and len(out["choices"]) == 2
-        # the honest request waited for the model lock: the saboteur's must be over by now
-        usage = server.call({"op": "usage", "name": "saboteur"})["usage"]
+        # the honest request waited for the model lock, so the saboteur's generation is
+        # over; its handler settles the usage a moment after releasing the lock
+        for _ in range(100):
+            usage = server.call({"op": "usage", "name": "saboteur"})["usage"]
+            if usage["cancelled"]:
+                break
+            time.sleep(0.1)
     finally:
         server.close_endpoint(bad)
         server.close_endpoint(good)
