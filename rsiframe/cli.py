@@ -230,6 +230,9 @@ def status(run_dir: Path, as_json: bool) -> None:
     "archive still holds that event at that position (detects truncation)",
 )
 @click.option(
+    "--rebuild", is_flag=True, help="with --reproduce: build D/T/H models again, not from cache"
+)
+@click.option(
     "--key",
     "key_file",
     type=click.Path(path_type=Path),
@@ -243,6 +246,7 @@ def verify(
     tolerance: float,
     tasks_root: Path | None,
     candidate: str | None,
+    rebuild: bool,
     key_file: Path | None,
     head: str | None,
     as_json: bool,
@@ -273,6 +277,7 @@ def verify(
         expected_key=key,
         candidate=candidate,
         head=head,
+        rebuild=rebuild,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))
