@@ -60,7 +60,7 @@ from rsiframe.archive import Archive, Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo, fresh_dir
-from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
+from rsiframe.errors import ArchiveCorrupt, ClusterLost, LockMismatch, RsiError, RunFolderError
 from rsiframe.evaluator import (
     ENGINES,
     EvaluationOutput,
@@ -68,8 +68,9 @@ from rsiframe.evaluator import (
     TaskRun,
     evaluator_changes,
     evaluator_parts,
-    run_tasks,
 )
+from rsiframe.executor import Executor, LocalExecutor, open_executor, session_spec
+from rsiframe.executor import check as check_executor
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.guardrail import check as guardrail_check
 from rsiframe.loader import load_run
@@ -145,6 +146,7 @@ class Engine:
         lock: RunLock,
         retry_failed: bool = False,
         resumed: bool = False,
+        executor: Executor | None = None,
     ) -> None:
         self.paths = paths
         self.resumed = resumed
@@ -156,6 +158,8 @@ class Engine:
         self.task_lock = task_lock
         self.taskset = taskset
         self.evaluator = evaluator
+        # where evaluations run this session (issue 11.3): this process, or a Ray cluster
+        self.executor: Executor = executor or LocalExecutor()
         # training data is audited against the gate and sealed items (D/T/H builds)
         evaluator.protect(tasks_by_split(taskset, task_lock.split))
         self.repo = repo
@@ -197,10 +201,16 @@ class Engine:
 
     @classmethod
     def create(
-        cls, recipe_path: Path, sets: list[str] | None = None, out: Path | None = None
+        cls,
+        recipe_path: Path,
+        sets: list[str] | None = None,
+        out: Path | None = None,
+        ray_address: str | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        p = plan(recipe_path, sets)
+        p = plan(recipe_path, sets, ray_address)
+        # connected before the run folder exists: a cluster that fails leaves nothing behind
+        executor = open_executor(p.executor, p.executor_key)
         resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
         r = resolved.recipe
 
@@ -243,7 +253,17 @@ class Engine:
         state = RunState(verifier=signer.public)
         archive = Archive(paths.root, None, sign=_event_signer(signer))
         engine = cls(
-            paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock
+            paths,
+            resolved,
+            state,
+            archive,
+            signer,
+            task_lock,
+            taskset,
+            evaluator,
+            repo,
+            lock,
+            executor=executor,
         )
         engine._append(
             "run_started",
@@ -264,7 +284,9 @@ class Engine:
         return engine
 
     @classmethod
-    def open(cls, root: Path, retry_failed: bool = False) -> tuple[Engine, list[str]]:
+    def open(
+        cls, root: Path, retry_failed: bool = False, ray_address: str | None = None
+    ) -> tuple[Engine, list[str]]:
         """Re-verify archive and locks, then rebuild the engine of an existing run."""
         paths = RunPaths(Path(root).resolve()).check()
         lock = RunLock(paths).acquire()
@@ -286,6 +308,9 @@ class Engine:
             evaluator = _make_evaluator(resolved, work)
             _check_evaluator(paths, evaluator, st)
             signer = load_signer(st.run_id, st.verifier.keyid)
+            spec, key = session_spec(resolved.recipe.evaluator.executor, ray_address)
+            check_executor(spec, key)
+            executor = open_executor(spec, key)
             repo = CandidateRepo(paths.repo)
             # only once every check passed is the archive touched: a refusal changes nothing
             notes = []
@@ -310,10 +335,12 @@ class Engine:
             lock,
             retry_failed=retry_failed,
             resumed=True,
+            executor=executor,
         )
         return engine, notes
 
     def close(self) -> None:
+        self.executor.close()
         self.evaluator.close()
         self.archive.close()
         self.repo.close()
@@ -773,7 +800,8 @@ class Engine:
             self.progress.tasks(cid, split, done, len(task_ids))
 
         put = self.archive.put
-        out = run_tasks(
+        # executor hook (issue 11.3): the one place an evaluation of a verified export runs
+        out = self.executor.run(
             self.evaluator, self.taskset, candidate_dir, task_ids, put, on_done, **hooks
         )
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
@@ -830,6 +858,7 @@ class Engine:
                 score=aggregate(rewards),
                 isolation=self.evaluator.isolation,
                 model=out.model,
+                executor=out.executor,
                 framework_version=__version__,
                 started_at=started,
                 finished_at=time.time(),
@@ -839,6 +868,8 @@ class Engine:
                 "evaluation_certified",
                 {"id": c.id, "split": split, "attempt": attempt, "envelope": envelope},
             )
+        except ClusterLost:  # not this candidate's failure: the run ends failed (resumable)
+            raise
         except BuildRejected as exc:  # the candidate's own build failed: it ends rejected
             where = {"id": c.id, "split": split, "attempt": attempt}
             self._append("evaluation_failed", {**where, "error": str(exc), "build": exc.details})

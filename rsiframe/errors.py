@@ -66,3 +66,13 @@ class SandboxError(RsiError):
     """The sandbox could not be started (not a task failure: the evaluation fails)."""
 
     exit_code = EXIT_FAILED
+
+
+class ClusterError(RsiError):
+    """The Ray cluster a recipe or ``--ray-address`` names cannot be used (extra, address)."""
+
+
+class ClusterLost(RsiError):
+    """The Ray cluster went away mid-run: the run ends ``failed`` and stays resumable."""
+
+    exit_code = EXIT_FAILED

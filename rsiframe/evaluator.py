@@ -86,6 +86,7 @@ class EvaluationOutput:
     task_seconds: float = 0.0
     model: dict[str, Any] | None = None  # the built model's identity, build and token usage
     usage: dict[str, int] | None = None  # model tokens this evaluation used
+    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executor)
 
 
 Put = Callable[[bytes], str]
@@ -135,6 +136,7 @@ class LocalEngine:
         self.builder: Builder | None = None
         self.server: ModelServer | None = None
         self._items: list[Item] = []
+        self.protected: dict[str, list[str]] = {}  # split -> task ids given to protect()
         if config.build is not None:
             b = config.build
             self.builder = Builder(b, self.sandbox, work_root)
@@ -151,6 +153,7 @@ class LocalEngine:
     def protect(self, tasks: dict[str, list[Task]]) -> None:
         """The gate and sealed tasks whose items training data must not contain."""
         self._items = protected_items(tasks)
+        self.protected = {s: [t.id for t in ts] for s, ts in tasks.items()}
 
     def _audit(self, train_jsonl: Path) -> AuditResult:
         assert self.config.build is not None

@@ -7,6 +7,9 @@ from pathlib import Path
 
 from rsiframe import recipe as recipe_mod
 from rsiframe.errors import RecipeError
+from rsiframe.executor import check as check_executor
+from rsiframe.executor import session_spec
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.surface import Surface
 from rsiframe.tasks import TaskSet, make_split
@@ -20,6 +23,8 @@ class Plan:
     taskset: TaskSet
     split: dict[str, list[str]]
     seed: Snapshot
+    executor: ExecutorSpec  # the recipe's, with --ray-address applied
+    executor_key: str  # what errors about it name
 
     def __str__(self) -> str:
         sizes = ", ".join(f"{len(v)} {k}" for k, v in self.split.items())
@@ -30,9 +35,11 @@ class Plan:
         return f"tasks: {sizes}; seed: {len(self.seed.entries)} files; {ops}"
 
 
-def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
+def plan(recipe_path: Path, sets: list[str] | None = None, ray_address: str | None = None) -> Plan:
     resolved = recipe_mod.load(recipe_path, sets)
     r = resolved.recipe
+    executor, key = session_spec(r.evaluator.executor, ray_address)
+    check_executor(executor, key)
     where = str(resolved.source)
     taskset = TaskSet.load(r.tasks.path)
     split = make_split(
@@ -50,4 +57,4 @@ def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
     surface = Surface(tuple(r.surface.include), tuple(r.surface.exclude))
     if not surface.matching(seed.entries):
         raise RecipeError("surface: the include globs match no file in the seed", where=where)
-    return Plan(resolved, taskset, split, seed)
+    return Plan(resolved, taskset, split, seed, executor, key)

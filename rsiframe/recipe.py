@@ -22,6 +22,7 @@ from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
 from rsiframe.digest import sha256_json
 from rsiframe.errors import RecipeError
 from rsiframe.evaluator import ENGINES
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import DEFAULT_IGNORE
 from rsiframe.registry import resolve
 
@@ -80,6 +81,7 @@ class SurfaceSpec(_Strict):
 class EvaluatorSpec(_Strict):
     engine: str = "local"
     config: dict[str, Any] = Field(default_factory=dict)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
 
 
 class Slots(_Strict):
@@ -335,6 +337,8 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
         data["slots"][slot]["config"] = config.model_dump(mode="json")
     data["slots"] = {k: v for k, v in data["slots"].items() if v is not None}
     data["evaluator"]["config"] = evaluator_config.model_dump(mode="json")
+    if recipe.evaluator.executor == ExecutorSpec():  # the default leaves the digest as it was
+        del data["evaluator"]["executor"]
     return ResolvedRecipe(
         recipe=recipe,
         source=source,
