@@ -37,6 +37,8 @@ from rsiframe.tasks import TaskSet
 POLL_S = 1.0
 PROBE_EVERY_S = 2.0
 PROBE_MISSES = 3
+#: how long a cancelled evaluation may take to kill its sandboxes (Ctrl-C)
+CANCEL_GRACE_S = 10.0
 #: object store of a private Ray instance started by the driver (address null)
 OBJECT_STORE_BYTES = 96 << 20
 
@@ -232,7 +234,11 @@ class RayExecutor:
                 self._alive()
             result = ray.get(ref)
         except KeyboardInterrupt:
-            ray.cancel(ref, force=True)  # the worker process and its sandboxes go with it
+            # the worker's evaluation gets a KeyboardInterrupt and kills its sandboxes; one
+            # that does not stop within the grace period is killed with its worker process
+            ray.cancel(ref)
+            if not ray.wait([ref], timeout=CANCEL_GRACE_S)[0]:
+                ray.cancel(ref, force=True)
             raise
         except ray.exceptions.RayTaskError as exc:  # the evaluation raised on the worker
             cause = getattr(exc, "cause", None)

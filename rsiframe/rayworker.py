@@ -19,18 +19,25 @@ import os
 import platform
 import shutil
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from rsiframe.build import BuildRejected
 from rsiframe.evaluator import LocalEngine, TaskRun, make_evaluator
 from rsiframe.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry, blob_sha, snapshot, tree_hash
+from rsiframe.sandbox import kill_all
 from rsiframe.tasks import TaskSet, file_rows
 
 #: one file of a packed folder: (relative path, kind, bytes); kind is ``f`` (file),
 #: ``x`` (executable) or ``l`` (symlink; the bytes are its target), as in ``file_rows``
 Packed = tuple[str, str, bytes]
+T = TypeVar("T")
+#: how long a cancelled evaluation's sandboxes are killed as they start
+CANCEL_S = 8.0
 _MODES = {MODE_FILE: "f", MODE_EXEC: "x", MODE_LINK: "l"}
 
 
@@ -188,6 +195,36 @@ def _taskset(pack: TaskPack) -> TaskSet:
     return _TASKS[key]
 
 
+def _interruptible(fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread, so that a cancel (Ray raises KeyboardInterrupt in this thread,
+    which a blocking wait would only see after it) stops the evaluation's sandboxes at once."""
+    box: dict[str, Any] = {}
+    done = threading.Event()  # not Thread.is_alive: an interrupted join() can falsify it
+
+    def target() -> None:
+        try:
+            box["out"] = fn()
+        except BaseException as exc:
+            box["exc"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="evaluation", daemon=True).start()
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        # kill every sandbox, and each one the evaluation starts after, until it gives up
+        deadline = time.monotonic() + CANCEL_S
+        while not done.is_set() and time.monotonic() < deadline:
+            kill_all()
+            done.wait(0.05)
+        raise
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
 def node_info(node_id: str = "") -> dict[str, str]:
     """The worker's node, as certificates record it."""
     return {
@@ -232,8 +269,9 @@ def evaluate(job: Job, tasks: TaskPack, node_id: str = "") -> JobResult:
         hooks: dict[str, Any] = {}
         if engine.builder is not None:
             hooks = {"on_built": on_built, "on_usage": on_usage, "token_limit": job.token_limit}
+        tasks_ = [taskset.tasks[t] for t in job.task_ids]
         try:
-            out = engine.run(export, [taskset.tasks[t] for t in job.task_ids], put, None, **hooks)
+            out = _interruptible(lambda: engine.run(export, tasks_, put, None, **hooks))
         except BuildRejected as exc:
             result.rejected = (exc.stage, exc.reason, exc.details)
             return result

@@ -1,0 +1,151 @@
+"""The Ray executor on a local Ray (``ray.init(num_cpus=2)``): same results, evidence, failures.
+
+Needs the ``cluster`` extra (``pip install -e '.[cluster]'``); CI installs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Mini, cli, events, make_mini, status_json
+
+ray = pytest.importorskip("ray", reason="the cluster extra (ray) is not installed")
+
+RAY = ["--set", "evaluator.executor.kind=ray"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    """One small local Ray for the module: 2 logical CPUs, no dashboard, small object store."""
+    temp = tempfile.mkdtemp(prefix="rsr-")  # short: Ray's socket paths have a length limit
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=80 << 20,
+        _node_ip_address="127.0.0.1",
+        _temp_dir=temp,
+        log_to_driver=False,
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _certified(run_dir: Path) -> list[dict]:
+    return [
+        json.loads(base64.b64decode(e["data"]["envelope"]["payload"]))["predicate"]
+        for e in events(run_dir)
+        if e["type"] == "evaluation_certified"
+    ]
+
+
+def _scores(run_dir: Path) -> dict[tuple[str, str], tuple[float, dict]]:
+    return {(p["candidate"], p["split"]): (p["score"], p["rewards"]) for p in _certified(run_dir)}
+
+
+def test_ray_gives_the_same_run_as_local_and_records_the_worker(mini: Mini) -> None:
+    sets = ["--set", "budget.max_generations=2"]
+    local, remote = mini.run_dir("local"), mini.run_dir("ray")
+    assert cli("run", mini.recipe, "--out", local, "--quiet", *sets).exit_code == 0
+    res = cli("run", mini.recipe, "--out", remote, "--quiet", *sets, *RAY)
+    assert res.exit_code == 0, res.stderr
+    a, b = status_json(local), status_json(remote)
+    assert b["champion"] == a["champion"] and a["champion"] != "c0000"
+    assert _scores(remote) == _scores(local)
+    nodes = {n["NodeID"] for n in ray.nodes()}
+    preds = _certified(remote)
+    assert all(p["executor"]["kind"] == "ray" and p["executor"]["node"] in nodes for p in preds)
+    # evidence came back and was written by the driver: verify checks every artifact
+    assert cli("verify", remote).exit_code == 0
+    trajectories = {d for p in preds for d in p["trajectories"].values()}
+    assert all((remote / "artifacts" / "sha256" / d[7:9] / d[9:]).is_file() for d in trajectories)
+
+
+KILLER = textwrap.dedent("""\
+    import os, signal, sys
+    # the first trial to get here kills its Ray worker process, as an OOM killer would
+    try:
+        os.close(os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        os.execvp("python3", ["python3", os.environ["RSI_CANDIDATE"] + "/agent.py"])
+    pid = os.getppid()
+    while pid > 1:
+        if open(f"/proc/{pid}/cmdline", "rb").read().startswith(b"ray::"):
+            os.kill(pid, signal.SIGKILL)
+            break
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    """)
+
+
+def test_a_worker_lost_mid_evaluation_is_a_failed_attempt_retried_as_usual(
+    tmp_path: Path,
+) -> None:
+    mini = make_mini(tmp_path / "p", sandbox="process")  # the agent must see its Ray worker
+    killer = tmp_path / "killer.py"
+    killer.write_text(KILLER)
+    marker = tmp_path / "killed"
+    agent = f"evaluator.config.agent=python3 {killer} {marker}"
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--quiet", "--set", agent, *RAY)
+    assert marker.exists()
+    assert res.exit_code == 1  # the seed could not be evaluated: the run fails, resumably
+    failed = [e["data"] for e in events(out) if e["type"] == "evaluation_failed"]
+    assert len(failed) == 1 and failed[0]["attempt"] == 1
+    assert "Ray worker was lost mid-evaluation" in failed[0]["error"]
+    assert not _certified(out)
+
+    res = cli("resume", out, "--quiet", "--retry-failed")
+    assert res.exit_code == 0, res.stderr
+    seed_train = [p for p in _certified(out) if (p["candidate"], p["split"]) == ("c0000", "train")]
+    assert [p["attempt"] for p in seed_train] == [2]  # certified once, as the second attempt
+    assert status_json(out)["state"] == "finished"
+
+
+def test_a_worker_with_another_evaluator_is_refused(
+    mini: Mini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rsiframe import evaluator
+
+    # the driver's evaluator code differs from what the workers run: nothing is certified
+    monkeypatch.setattr(evaluator, "_code_digest", lambda: "other-code")
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--quiet", *RAY)
+    assert res.exit_code == 1
+    failed = [e["data"]["error"] for e in events(out) if e["type"] == "evaluation_failed"]
+    assert failed and "EvaluatorRefused" in failed[0] and "differs from the run's" in failed[0]
+    assert not _certified(out)
+
+
+def test_ctrl_c_stops_the_evaluation_on_the_worker(tmp_path: Path) -> None:
+    from rsiframe.archive import Event
+    from rsiframe.engine import Engine, Progress
+    from rsiframe.state import RunState
+
+    mini = make_mini(tmp_path / "p", sandbox="process")
+    mark = tmp_path / "finished"
+    agent = f'evaluator.config.agent=sleep 4; touch {mark}; python3 "$RSI_CANDIDATE/agent.py"'
+    engine = Engine.create(mini.recipe, ["evaluator.executor.kind=ray", agent], mini.run_dir())
+
+    class CtrlC(Progress):
+        def event(self, ev: Event, state: RunState) -> None:
+            if ev.type == "evaluation_started":
+                threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    engine.progress = CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        engine.drive()
+    engine.close()
+    assert [e["type"] for e in events(mini.run_dir())][-1] == "run_interrupted"
+    time.sleep(5)
+    assert not mark.exists()  # the sandboxed agents on the worker were killed, not orphaned
