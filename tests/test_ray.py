@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import tempfile
 import textwrap
@@ -28,6 +29,9 @@ RAY = ["--set", "evaluator.executor.kind=ray"]
 def local_ray() -> Iterator[None]:
     """One small local Ray for the module: 2 logical CPUs, no dashboard, small object store."""
     temp = tempfile.mkdtemp(prefix="rsr-")  # short: Ray's socket paths have a length limit
+    # the workers inherit this process's environment: their D/T/H build cache is private
+    cache = os.environ.get("RSIFRAME_CACHE_DIR")
+    os.environ["RSIFRAME_CACHE_DIR"] = os.path.join(temp, "cache")
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -36,10 +40,15 @@ def local_ray() -> Iterator[None]:
         _temp_dir=temp,
         log_to_driver=False,
     )
+    if cache is None:
+        del os.environ["RSIFRAME_CACHE_DIR"]
+    else:
+        os.environ["RSIFRAME_CACHE_DIR"] = cache
     try:
         yield
     finally:
         ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _certified(run_dir: Path) -> list[dict]:
@@ -149,3 +158,22 @@ def test_ctrl_c_stops_the_evaluation_on_the_worker(tmp_path: Path) -> None:
     assert [e["type"] for e in events(mini.run_dir())][-1] == "run_interrupted"
     time.sleep(5)
     assert not mark.exists()  # the sandboxed agents on the worker were killed, not orphaned
+
+
+def test_a_dth_build_rejected_on_the_worker_rejects_the_candidate(tmp_path: Path) -> None:
+    from dth import recipe, task_words, write_seed, write_tasks
+
+    # the worker audits the training data against the gate and sealed items it was sent
+    write_tasks(tmp_path / "tasks")
+    gate_word = task_words(tmp_path / "tasks", "t2")[1]
+    write_seed(tmp_path / "seed", data={"plant": [gate_word]})
+    (tmp_path / "recipe.yaml").write_text(recipe())
+    out = tmp_path / "run"
+    res = cli("run", tmp_path / "recipe.yaml", "--out", out, "--quiet", *RAY)
+    assert res.exit_code == 1  # the seed itself is contaminated: nothing to evolve
+    seed = status_json(out)["candidates"][0]
+    assert seed["state"] == "rejected"
+    assert seed["reasons"][0].startswith("contamination: training data overlaps 1 gate item(s)")
+    failed = [e["data"] for e in events(out) if e["type"] == "evaluation_failed"]
+    assert failed[0]["build"]["audit"]["overlapping"] == {"gate": 1, "sealed": 0}
+    assert not _certified(out)
