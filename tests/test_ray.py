@@ -177,3 +177,25 @@ def test_a_dth_build_rejected_on_the_worker_rejects_the_candidate(tmp_path: Path
     failed = [e["data"] for e in events(out) if e["type"] == "evaluation_failed"]
     assert failed[0]["build"]["audit"]["overlapping"] == {"gate": 1, "sealed": 0}
     assert not _certified(out)
+
+
+@pytest.mark.e2e
+def test_a_dth_seed_builds_serves_and_is_certified_on_a_worker(tmp_path: Path) -> None:
+    from dth import recipe, write_seed, write_tasks
+
+    write_tasks(tmp_path / "tasks")
+    write_seed(tmp_path / "seed")
+    (tmp_path / "recipe.yaml").write_text(recipe())
+    out = tmp_path / "run"
+    only_seed = ["--set", "budget.max_generations=0"]
+    res = cli("run", tmp_path / "recipe.yaml", "--out", out, "--quiet", *only_seed, *RAY)
+    assert res.exit_code == 0, res.stderr
+    preds = _certified(out)
+    assert {p["split"] for p in preds} == {"train", "gate", "sealed"}
+    for p in preds:  # the model identity came back from the worker, with its tokens
+        assert p["executor"]["kind"] == "ray"
+        assert p["model"]["model_digest"] and p["model"]["tokens"]["total_tokens"] > 0
+    assert len({p["model"]["model_digest"] for p in preds}) == 1
+    kinds = [e["type"] for e in events(out)]
+    assert kinds.count("model_built") == 3 and "usage" in kinds
+    assert cli("verify", out).exit_code == 0
