@@ -73,3 +73,18 @@ def test_operators_use_only_the_public_api() -> None:
     for p in (REPO / "operators").glob("*.py"):
         inner = {m for m in imports_of(p) if m.startswith("rsiframe")}
         assert inner <= allowed, f"{p.name} imports {inner - allowed}"
+
+
+def test_only_the_ray_executor_imports_ray_and_only_lazily() -> None:
+    for p in modules():
+        uses = {m for m in imports_of(p) if m == "ray" or m.startswith("ray.")}
+        if p.name != "rayexec.py":
+            assert not uses, f"{p.name} imports {uses}"
+            continue
+        top = {
+            a.name
+            for node in ast.parse(p.read_text()).body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for a in node.names
+        }
+        assert "ray" not in top, "rayexec.py must import ray inside functions (an extra)"

@@ -214,3 +214,14 @@ def test_the_export_on_the_driver_is_what_the_repo_holds(mini: Mini, tmp_path: P
     commit = repo.commit(tree, None, "seed", "refs/rsi/c0", entries=snap.entries)
     repo.export(commit, tmp_path / "export")
     assert pack_tree(tmp_path / "export").tree == tree
+
+
+def test_resume_with_an_address_that_does_not_answer_changes_nothing(mini: Mini) -> None:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1")
+    assert res.exit_code == 0, res.stderr
+    before = (out / "events.jsonl").read_bytes()
+    res = cli("resume", out, "--retry-failed", "--ray-address", "127.0.0.1:1")
+    assert res.exit_code == 2
+    assert res.stderr.startswith("rsiframe: error: --ray-address: no Ray cluster answers")
+    assert (out / "events.jsonl").read_bytes() == before
