@@ -3,9 +3,10 @@
 The driver packs the candidate's verified export (and the task folders) as bytes, submits
 one Ray task per evaluation with the recipe's resources (``resources.evaluation``, or
 ``resources.build`` when the evaluator builds a D/T/H model: that task builds, serves and
-runs the harness on one node), and waits. The worker (:mod:`rsiframe.rayworker`) verifies
-what arrived, runs the same local evaluator and returns outcomes and evidence; the driver
-writes the artifacts, appends the events and signs. The key never leaves the driver.
+runs the harness on one node). The worker (:mod:`rsiframe.rayworker`) verifies what
+arrived, runs the same local evaluator and streams back each step as it happens (the build
+record, each task's outcome with its evidence, then the end); the driver writes the
+artifacts, appends the events and signs. The key never leaves the driver.
 
 Failures: Ray never retries an evaluation by itself (``max_retries=0``). A worker or node
 lost mid-evaluation raises :class:`WorkerLost`, which the engine records as a failed
@@ -21,7 +22,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from rsiframe.build import BuildRejected
 from rsiframe.errors import ClusterError, ClusterLost
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.executorspec import ExecutorSpec
-from rsiframe.rayworker import Job, JobResult, TaskPack, evaluate, pack_folder, pack_tree
+from rsiframe.rayworker import Job, JobResult, Message, TaskPack, pack_folder, pack_tree, stream
 from rsiframe.tasks import TaskSet
 
 #: how often the driver looks at the cluster while an evaluation runs, and how many
@@ -98,11 +99,11 @@ def probe(spec: ExecutorSpec, key: str = "evaluator.executor") -> None:
         raise ClusterError(f"{where}: no Ray cluster answers at {address} ({why})") from exc
 
 
-def _run_job(job: Job, tasks: TaskPack) -> JobResult:
-    """The Ray task: runs on a worker, in a worker process of the cluster."""
+def _run_job(job: Job, tasks: TaskPack) -> Iterator[Message]:
+    """The Ray task (a streaming generator): runs in a worker process of the cluster."""
     import ray
 
-    return evaluate(job, tasks, ray.get_runtime_context().get_node_id())
+    yield from stream(job, tasks, ray.get_runtime_context().get_node_id())
 
 
 class RayExecutor:
@@ -200,45 +201,63 @@ class RayExecutor:
         )
         needed = set(task_ids) | {t for ids in protected.values() for t in ids}
         res = self.spec.resources.build if builds else self.spec.resources.evaluation
-        ref = self._remote.options(
-            num_cpus=res.num_cpus, num_gpus=res.num_gpus, max_retries=0, retry_exceptions=False
+        gen = self._remote.options(
+            num_returns="streaming",
+            num_cpus=res.num_cpus,
+            num_gpus=res.num_gpus,
+            max_retries=0,
+            retry_exceptions=False,
         ).remote(job, self._tasks(taskset, needed))
-        result = self._wait(ref)
-        if result.refused is not None:
-            raise EvaluatorRefused(result.refused)
-        for digest, data in result.blobs.items():  # the driver alone writes the archive
-            if put(data) != digest:
-                raise WorkerLost(f"an artifact from node {result.node['node']} is corrupt")
-        if result.built is not None and on_built is not None:
-            on_built(result.built)
-        if result.rejected is not None:
-            if result.usage is not None and on_usage is not None:
-                on_usage(result.usage)
-            raise BuildRejected(*result.rejected)
         out = EvaluationOutput()
-        for run in result.runs:
-            out.runs[run.task_id] = run
-            out.task_seconds += run.seconds
-            if on_done is not None:
-                on_done(run)
-        if result.usage is not None and on_usage is not None:
-            on_usage(result.usage)
-        out.model, out.usage = result.model, result.usage
-        out.executor = {"kind": self.kind, **result.node}
+        end: JobResult | None = None
+        for msg in self._messages(gen):  # as each step happens on the worker
+            for digest, data in msg.blobs.items():  # the driver alone writes the archive
+                if put(data) != digest:
+                    raise WorkerLost(f"an artifact from the Ray worker is corrupt ({digest})")
+            if msg.built is not None and on_built is not None:
+                on_built(msg.built)
+            if msg.run is not None:
+                out.runs[msg.run.task_id] = msg.run
+                out.task_seconds += msg.run.seconds
+                if on_done is not None:
+                    on_done(msg.run)
+            end = msg.end or end
+        if end is None:
+            raise WorkerLost("the Ray worker ended the evaluation without a result")
+        if end.refused is not None:
+            raise EvaluatorRefused(end.refused)
+        if end.usage is not None and on_usage is not None:
+            on_usage(end.usage)
+        if end.rejected is not None:
+            raise BuildRejected(*end.rejected)
+        missing = [t for t in task_ids if t not in out.runs]
+        if missing:
+            raise WorkerLost(f"the Ray worker returned no outcome for {', '.join(missing)}")
+        out.model, out.usage = end.model, end.usage
+        out.executor = {"kind": self.kind, **end.node}
         return out
 
-    def _wait(self, ref: Any) -> JobResult:
+    def _messages(self, gen: Any) -> Iterator[Message]:
+        """The evaluation's messages as they arrive; failures mapped to what the engine knows."""
         ray = import_ray()
         try:
-            while not ray.wait([ref], timeout=POLL_S)[0]:
-                self._alive()
-            result = ray.get(ref)
+            while True:
+                while not ray.wait([gen], timeout=POLL_S)[0]:
+                    self._alive()
+                try:
+                    ref = next(gen)
+                except StopIteration:
+                    return
+                msg = ray.get(ref)
+                if not isinstance(msg, Message):
+                    raise WorkerLost(f"the Ray worker sent {type(msg).__name__}")
+                yield msg
         except KeyboardInterrupt:
             # the worker's evaluation gets a KeyboardInterrupt and kills its sandboxes; one
             # that does not stop within the grace period is killed with its worker process
-            ray.cancel(ref)
-            if not ray.wait([ref], timeout=CANCEL_GRACE_S)[0]:
-                ray.cancel(ref, force=True)
+            ray.cancel(gen)
+            if not ray.wait([gen], timeout=CANCEL_GRACE_S)[0]:
+                ray.cancel(gen, force=True)
             raise
         except ray.exceptions.RayTaskError as exc:  # the evaluation raised on the worker
             cause = getattr(exc, "cause", None)
@@ -246,12 +265,8 @@ class RayExecutor:
         except ray.exceptions.RayError as exc:  # worker, node or object lost
             self._alive(force=True)  # a dead head is a lost cluster, not a lost worker
             first = (str(exc).strip().splitlines() or [""])[0]
-            raise WorkerLost(
-                f"the Ray worker was lost mid-evaluation: {type(exc).__name__}: {first}"
-            ) from exc
-        if not isinstance(result, JobResult):
-            raise WorkerLost(f"the Ray worker returned {type(result).__name__}")
-        return result
+            why = f"{type(exc).__name__}: {first}"
+            raise WorkerLost(f"the Ray worker was lost mid-evaluation: {why}") from exc
 
     def close(self) -> None:
         """Disconnect (a private instance stops); never hangs on a cluster that is gone."""

@@ -17,14 +17,15 @@ import atexit
 import hashlib
 import os
 import platform
+import queue
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import Any, Literal
 
 from rsiframe.build import BuildRejected
 from rsiframe.evaluator import LocalEngine, TaskRun, make_evaluator
@@ -35,7 +36,6 @@ from rsiframe.tasks import TaskSet, file_rows
 #: one file of a packed folder: (relative path, kind, bytes); kind is ``f`` (file),
 #: ``x`` (executable) or ``l`` (symlink; the bytes are its target), as in ``file_rows``
 Packed = tuple[str, str, bytes]
-T = TypeVar("T")
 #: how long a cancelled evaluation's sandboxes are killed as they start
 CANCEL_S = 8.0
 _MODES = {MODE_FILE: "f", MODE_EXEC: "x", MODE_LINK: "l"}
@@ -85,16 +85,29 @@ class Job:
 
 @dataclass
 class JobResult:
-    """What comes back: outcomes and evidence, or the candidate's own build failure."""
+    """How an evaluation ended: its model and tokens, or the candidate's own build failure."""
 
     node: dict[str, str]
-    runs: list[TaskRun] = field(default_factory=list)
-    blobs: dict[str, bytes] = field(default_factory=dict)  # digest -> bytes (the artifacts)
-    built: dict[str, Any] | None = None  # the build record, before the tasks ran
     model: dict[str, Any] | None = None
     usage: dict[str, int] | None = None
     rejected: tuple[str, str, dict[str, Any]] | None = None  # BuildRejected(stage, reason, ...)
     refused: str | None = None  # the worker cannot evaluate as the run locked
+    # what :func:`evaluate` collects from the stream (the driver takes them message by message)
+    runs: list[TaskRun] = field(default_factory=list)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    built: dict[str, Any] | None = None
+
+
+@dataclass
+class Message:
+    """One step of an evaluation, sent to the driver as it happens, with the artifacts
+    (digest -> bytes) written since the previous message."""
+
+    kind: Literal["built", "task", "end"]
+    blobs: dict[str, bytes]
+    built: dict[str, Any] | None = None  # the build record, before the tasks run
+    run: TaskRun | None = None  # one task's outcome, as it ends
+    end: JobResult | None = None
 
 
 # -- packing (driver) and unpacking (worker) ----------------------------------------------
@@ -195,15 +208,18 @@ def _taskset(pack: TaskPack) -> TaskSet:
     return _TASKS[key]
 
 
-def _interruptible(fn: Callable[[], T]) -> T:
-    """``fn()`` in a thread, so that a cancel (Ray raises KeyboardInterrupt in this thread,
-    which a blocking wait would only see after it) stops the evaluation's sandboxes at once."""
-    box: dict[str, Any] = {}
+def _drain(fn: Callable[[], None], messages: queue.Queue[Message]) -> Iterator[Message]:
+    """Run ``fn()`` in a thread and yield what it queues until it returns.
+
+    A cancel (Ray raises KeyboardInterrupt in this thread, which a blocking wait would only
+    see later) or an abandoned stream kills the evaluation's sandboxes at once, and each
+    one it starts after, until it gives up."""
+    box: dict[str, BaseException] = {}
     done = threading.Event()  # not Thread.is_alive: an interrupted join() can falsify it
 
     def target() -> None:
         try:
-            box["out"] = fn()
+            fn()
         except BaseException as exc:
             box["exc"] = exc
         finally:
@@ -211,10 +227,13 @@ def _interruptible(fn: Callable[[], T]) -> T:
 
     threading.Thread(target=target, name="evaluation", daemon=True).start()
     try:
-        while not done.wait(0.2):
-            pass
-    except KeyboardInterrupt:
-        # kill every sandbox, and each one the evaluation starts after, until it gives up
+        while True:
+            try:
+                yield messages.get(timeout=0.2)
+            except queue.Empty:
+                if done.is_set() and messages.empty():
+                    break
+    except BaseException:
         deadline = time.monotonic() + CANCEL_S
         while not done.is_set() and time.monotonic() < deadline:
             kill_all()
@@ -222,7 +241,6 @@ def _interruptible(fn: Callable[[], T]) -> T:
         raise
     if "exc" in box:
         raise box["exc"]
-    return box["out"]
 
 
 def node_info(node_id: str = "") -> dict[str, str]:
@@ -234,16 +252,17 @@ def node_info(node_id: str = "") -> dict[str, str]:
     }
 
 
-def evaluate(job: Job, tasks: TaskPack, node_id: str = "") -> JobResult:
-    """Run one evaluation here; the caller (a Ray task) returns the result to the driver."""
-    result = JobResult(node=node_info(node_id))
+def stream(job: Job, tasks: TaskPack, node_id: str = "") -> Iterator[Message]:
+    """Run one evaluation here, yielding each step as it happens; the last message ends it."""
+    end = JobResult(node=node_info(node_id))
     engine = _engine(job)
     if engine.fingerprint() != job.fingerprint:
-        result.refused = (
-            f"the evaluator on node {result.node['hostname']} differs from the run's "
+        end.refused = (
+            f"the evaluator on node {end.node['hostname']} differs from the run's "
             f"(isolation here: {engine.isolation}; same rsiframe version and sandbox needed)"
         )
-        return result
+        yield Message("end", {}, end=end)
+        return
     taskset = _taskset(tasks)
     engine.protect({s: [taskset.tasks[t] for t in ids] for s, ids in job.protected.items()})
     export = Path(tempfile.mkdtemp(prefix="export-", dir=_scratch()))
@@ -254,30 +273,61 @@ def evaluate(job: Job, tasks: TaskPack, node_id: str = "") -> JobResult:
             raise PackMismatch(
                 f"the export hashes to {got.tree_sha[:12]} here, expected {job.candidate.tree[:12]}"
             )
+        # put, on_built and on_done all run in the evaluation's coordinating thread
+        pending: dict[str, bytes] = {}
+        messages: queue.Queue[Message] = queue.Queue()
 
         def put(data: bytes) -> str:
             digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            result.blobs[digest] = data
+            pending[digest] = data
             return digest
 
+        def take() -> dict[str, bytes]:
+            blobs = dict(pending)
+            pending.clear()
+            return blobs
+
         def on_built(record: dict[str, Any]) -> None:
-            result.built = record
+            messages.put(Message("built", take(), built=record))
+
+        def on_done(run: TaskRun) -> None:
+            messages.put(Message("task", take(), run=run))
 
         def on_usage(usage: dict[str, int]) -> None:
-            result.usage = usage
+            end.usage = usage
 
         hooks: dict[str, Any] = {}
         if engine.builder is not None:
             hooks = {"on_built": on_built, "on_usage": on_usage, "token_limit": job.token_limit}
-        tasks_ = [taskset.tasks[t] for t in job.task_ids]
-        try:
-            out = _interruptible(lambda: engine.run(export, tasks_, put, None, **hooks))
-        except BuildRejected as exc:
-            result.rejected = (exc.stage, exc.reason, exc.details)
-            return result
-        result.runs = [out.runs[t] for t in job.task_ids]
-        result.model = out.model
-        result.usage = out.usage
-        return result
+        todo = [taskset.tasks[t] for t in job.task_ids]
+
+        def work() -> None:
+            try:
+                out = engine.run(export, todo, put, on_done, **hooks)
+            except BuildRejected as exc:
+                end.rejected = (exc.stage, exc.reason, exc.details)
+                return
+            end.model, end.usage = out.model, out.usage
+
+        yield from _drain(work, messages)
+        yield Message("end", take(), end=end)
     finally:
         shutil.rmtree(export, ignore_errors=True)
+
+
+def evaluate(job: Job, tasks: TaskPack, node_id: str = "") -> JobResult:
+    """:func:`stream` collected into one result (runs in task order, every artifact)."""
+    result = JobResult(node=node_info(node_id))
+    runs: dict[str, TaskRun] = {}
+    for msg in stream(job, tasks, node_id):
+        result.blobs.update(msg.blobs)
+        if msg.built is not None:
+            result.built = msg.built
+        if msg.run is not None:
+            runs[msg.run.task_id] = msg.run
+        if msg.end is not None:
+            built, blobs = result.built, result.blobs
+            result = msg.end
+            result.built, result.blobs = built, blobs
+    result.runs = [runs[t] for t in job.task_ids if t in runs]
+    return result

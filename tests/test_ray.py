@@ -136,28 +136,36 @@ def test_a_worker_with_another_evaluator_is_refused(
     assert not _certified(out)
 
 
-def test_ctrl_c_stops_the_evaluation_on_the_worker(tmp_path: Path) -> None:
+def test_evidence_streams_back_per_task_and_ctrl_c_stops_the_worker(tmp_path: Path) -> None:
     from rsiframe.archive import Event
     from rsiframe.engine import Engine, Progress
     from rsiframe.state import RunState
 
     mini = make_mini(tmp_path / "p", sandbox="process")
     mark = tmp_path / "finished"
-    agent = f'evaluator.config.agent=sleep 4; touch {mark}; python3 "$RSI_CANDIDATE/agent.py"'
-    engine = Engine.create(mini.recipe, ["evaluator.executor.kind=ray", agent], mini.run_dir())
+    slow = f'[ "$RSI_TASK_ID" = t7 ] && sleep 4 && touch {mark}; python3 "$RSI_CANDIDATE/agent.py"'
+    sets = ["evaluator.executor.kind=ray", f"evaluator.config.agent={slow}"]
+    engine = Engine.create(mini.recipe, sets, mini.run_dir())
 
     class CtrlC(Progress):
+        finished = 0
+
         def event(self, ev: Event, state: RunState) -> None:
-            if ev.type == "evaluation_started":
-                threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+            if ev.type == "task_finished":
+                self.finished += 1
+                if self.finished == 3:  # t1, t3, t5 came back while t7 still runs
+                    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
 
     engine.progress = CtrlC()
     with pytest.raises(KeyboardInterrupt):
         engine.drive()
     engine.close()
-    assert [e["type"] for e in events(mini.run_dir())][-1] == "run_interrupted"
+    evs = events(mini.run_dir())
+    assert evs[-1]["type"] == "run_interrupted"
+    kept = sorted(e["data"]["task"] for e in evs if e["type"] == "task_finished")
+    assert kept == ["t1", "t3", "t5"]  # the interrupted attempt keeps what it produced
     time.sleep(5)
-    assert not mark.exists()  # the sandboxed agents on the worker were killed, not orphaned
+    assert not mark.exists()  # the sandboxed agent on the worker was killed, not orphaned
 
 
 def test_a_dth_build_rejected_on_the_worker_rejects_the_candidate(tmp_path: Path) -> None:
