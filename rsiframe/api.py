@@ -16,20 +16,6 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SLOTS = (
-    "select",
-    "rollout",
-    "analyze",
-    "mutate",
-    "validate",
-    "novelty",
-    "gate",
-    "record",
-    "reflect",
-)
-REQUIRED_SLOTS = ("select", "rollout", "mutate", "gate", "record")
-OPTIONAL_SLOTS = ("analyze", "validate", "novelty", "reflect")
-
 
 class InformationFlowError(Exception):
     """An operator asked for something its slot may not see (sealed scores, gate detail).
@@ -69,20 +55,28 @@ _COMMON = frozenset(
         "artifacts",
     }
 )
-#: What each slot may read. Train trajectories and per-task train rewards, gate
-#: aggregate scores; per-task gate rewards only with the recipe's
-#: ``information: {gate_detail: true}`` (:data:`GATE_DETAIL`); sealed results never.
-INFORMATION: dict[str, frozenset[str]] = dict.fromkeys(SLOTS, _COMMON)
 #: what ``information.gate_detail: true`` adds for every slot
 GATE_DETAIL = frozenset({"rewards:gate"})
 
 
-def may_read(slot: str | None, what: str, *, gate_detail: bool = False) -> bool:
-    """Whether ``slot`` (None: the engine's own view for tests) may read ``what``."""
+def may_read(
+    slot: str | None,
+    what: str,
+    *,
+    gate_detail: bool = False,
+    grants: frozenset[str] = frozenset(),
+) -> bool:
+    """Whether ``slot`` (None: the engine's own view for tests) may read ``what``.
+
+    ``grants`` are the calling operator's declared grants; only those its slot's
+    ``grantable`` column allows count.
+    """
     if what.endswith(":sealed"):
         return False
-    allowed = INFORMATION.get(slot or "", _COMMON)
-    return what in allowed or (gate_detail and what in GATE_DETAIL)
+    spec = SLOT_TABLE.get(slot or "")
+    allowed = spec.reads if spec is not None else _COMMON
+    granted = spec is not None and what in grants and what in spec.grantable
+    return what in allowed or granted or (gate_detail and what in GATE_DETAIL)
 
 
 # -- results -------------------------------------------------------------------------
@@ -102,6 +96,9 @@ class Usage(Result):
 class Selection(Result):
     parent: str
     reason: str = ""
+    #: where the child is placed in a structured archive (an island, a MAP-Elites cell);
+    #: recorded in the proposal event and shown to operators as ``CandidateView.placement``
+    placement: dict[str, Any] = {}
 
 
 class Rollout(Result):
@@ -168,6 +165,8 @@ class CandidateView:
     commit: str | None
     tree: str | None
     description: str = ""
+    #: the placement its proposal recorded (``Selection.placement``), e.g. its island
+    placement: dict[str, Any] = field(default_factory=dict)
 
 
 class RunView(Protocol):
@@ -220,7 +219,8 @@ class Context:
 
 @dataclass(frozen=True)
 class SelectContext(Context):
-    pass
+    #: the id the proposed child will get (policies that place children by number use it)
+    candidate_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -304,6 +304,9 @@ class Operator:
     slot: ClassVar[str] = ""
     name: ClassVar[str] = ""
     Config: ClassVar[type[BaseModel]] = NoConfig
+    #: reads beyond the slot's view this operator declares (allowed only where the slot's
+    #: :data:`GRANTABLE` entry lists them; checked when the operator is loaded)
+    grants: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, config: BaseModel) -> None:
         self.config = config
@@ -372,17 +375,47 @@ class ReflectOperator(Operator):
         raise NotImplementedError
 
 
-SLOT_BASES: dict[str, type[Operator]] = {
-    cls.slot: cls
-    for cls in (
-        SelectOperator,
-        RolloutOperator,
-        AnalyzeOperator,
-        MutateOperator,
-        ValidateOperator,
-        NoveltyOperator,
-        GateOperator,
-        RecordOperator,
-        ReflectOperator,
+# -- the slot table --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """One lifecycle slot: everything the framework knows about it, in one row."""
+
+    name: str
+    base: type[Operator]  # the class an operator for this slot subclasses
+    method: str  # the method the engine calls on it
+    result: type[Result]  # what that method returns
+    required: bool  # a recipe must fill it
+    #: what the slot's operators may read through their :class:`RunView` (``READS``);
+    #: per-task gate rewards only with ``information: {gate_detail: true}``; sealed never
+    reads: frozenset[str]
+    candidate_code: bool = False  # a candidate's own code may fill it (``candidate:``)
+    #: reads beyond ``reads`` an operator of this slot may declare for itself
+    #: (``Operator.grants``, checked when it is loaded); never sealed results
+    grantable: frozenset[str] = frozenset()
+
+
+#: Every slot, in lifecycle order. The one source: the recipe schema, the registry, the
+#: engine, the untrusted-operator contract and the viewer all read this table.
+SLOT_TABLE: dict[str, SlotSpec] = {
+    s.name: s
+    for s in (
+        SlotSpec("select", SelectOperator, "select", Selection, True, _COMMON),
+        SlotSpec("rollout", RolloutOperator, "rollout", Rollout, True, _COMMON),
+        SlotSpec("analyze", AnalyzeOperator, "analyze", Analysis, False, _COMMON, True),
+        SlotSpec("mutate", MutateOperator, "mutate", Mutation, True, _COMMON, True),
+        SlotSpec("validate", ValidateOperator, "validate", Check, False, _COMMON, True),
+        SlotSpec("novelty", NoveltyOperator, "novelty", Check, False, _COMMON, True),
+        # a statistical gate may declare the grant to compare per-task gate rewards
+        SlotSpec("gate", GateOperator, "gate", GateDecision, True, _COMMON, False, GATE_DETAIL),
+        SlotSpec("record", RecordOperator, "record", Notes, True, _COMMON),
+        SlotSpec("reflect", ReflectOperator, "reflect", Reflection, False, _COMMON),
     )
 }
+# views of the table (not copies): names in order, required first for recipe checks
+SLOTS: tuple[str, ...] = tuple(SLOT_TABLE)
+REQUIRED_SLOTS = tuple(n for n, s in SLOT_TABLE.items() if s.required)
+OPTIONAL_SLOTS = tuple(n for n, s in SLOT_TABLE.items() if not s.required)
+SLOT_BASES: dict[str, type[Operator]] = {n: s.base for n, s in SLOT_TABLE.items()}
+INFORMATION: dict[str, frozenset[str]] = {n: s.reads for n, s in SLOT_TABLE.items()}

@@ -6,6 +6,7 @@ A user's mistake is one line on stderr, never a traceback.
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import sys
@@ -492,7 +493,7 @@ def operators_list(as_json: bool) -> None:
         installed().items(), key=lambda kv: (SLOTS.index(kv[0][0]), kv[0][1])
     ):
         cls = resolve(slot, name)
-        doc = (cls.__doc__ or "").strip().splitlines()
+        doc = inspect.cleandoc(cls.__doc__ or "").splitlines()
         rows.append({"slot": slot, "name": name, "ref": info.ref, "summary": doc[0] if doc else ""})
     if as_json:
         _print_json(rows)
@@ -528,7 +529,7 @@ def operators_describe(name: str, as_json: bool) -> None:
                 "description": f.description or "",
             }
         )
-    doc = (cls.__doc__ or "").strip()
+    doc = inspect.cleandoc(cls.__doc__ or "")
     from rsiframe.api import GATE_DETAIL, INFORMATION
 
     reads = sorted(INFORMATION[info.slot])
@@ -542,6 +543,7 @@ def operators_describe(name: str, as_json: bool) -> None:
                 "fields": fields,
                 "reads": reads,
                 "reads_with_gate_detail": sorted(GATE_DETAIL),
+                "grants": sorted(cls.grants),
             }
         )
         return
@@ -554,6 +556,8 @@ def operators_describe(name: str, as_json: bool) -> None:
         f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",
         highlight=False,
     )
+    if cls.grants:
+        out.print(f"declared grants: {', '.join(sorted(cls.grants))}", highlight=False)
     if not fields:
         out.print("no config fields")
         return

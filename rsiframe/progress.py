@@ -13,7 +13,7 @@ from rich.progress import (
 )
 
 from rsiframe.archive import Event
-from rsiframe.engine import Progress as ProgressSink
+from rsiframe.opcall import Progress as ProgressSink
 from rsiframe.state import RunState
 
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
 from rsiframe.loader import LoadedRun
-from rsiframe.recipe import Budget
+from rsiframe.schema import Budget
 from rsiframe.state import CANDIDATE_STATES, Candidate, RunState
 
 
@@ -35,6 +35,8 @@ class CandidateStatus(BaseModel):
     model: dict[str, Any] | None = None
     #: the contamination audit of its dataset (counts only for sealed), when one ran
     contamination: dict[str, Any] | None = None
+    #: where its proposal placed it in a structured archive (island, MAP-Elites cell)
+    placement: dict[str, Any] = {}
 
 
 def model_of(c: Candidate) -> dict[str, Any] | None:
@@ -131,6 +133,7 @@ def status_of(loaded: LoadedRun) -> StatusReport:
                 commit=c.commit,
                 model=model_of(c),
                 contamination=contamination_of(c),
+                placement=c.placement,
             )
         )
     champ = st.champion()

@@ -9,17 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widget import Widget
 
-SLOT_ORDER = (
-    "select",
-    "rollout",
-    "analyze",
-    "mutate",
-    "validate",
-    "novelty",
-    "gate",
-    "record",
-    "reflect",
-)
+from rsiframe.api import SLOTS
 
 
 def _short(config: Any, width: int = 48) -> str:
@@ -38,7 +28,7 @@ def recipe_table(recipe: dict[str, Any], source: str = "", width: int = 80) -> T
     if wide:
         table.add_column(style="dim", no_wrap=True, overflow="ellipsis")
     slots = recipe.get("slots") or {}
-    for slot in SLOT_ORDER:
+    for slot in SLOTS:
         spec = slots.get(slot)
         if not spec:
             continue
