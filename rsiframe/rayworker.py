@@ -19,6 +19,7 @@ import os
 import platform
 import queue
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -28,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from rsiframe.build import BuildRejected
+from rsiframe.digest import sha256_json
 from rsiframe.evaluator import LocalEngine, TaskRun, make_evaluator
 from rsiframe.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry, blob_sha, snapshot, tree_hash
 from rsiframe.sandbox import kill_all
@@ -137,8 +139,9 @@ def pack_folder(root: Path) -> tuple[list[Packed], dict[str, str]]:
         full = root / rel
         if full.is_symlink():
             kind, data = "l", os.fsencode(os.readlink(full))
-        else:
-            kind, data = ("x" if os.access(full, os.X_OK) else "f"), full.read_bytes()
+        else:  # executable as file_rows sees it: the owner's x bit
+            kind = "x" if os.lstat(full).st_mode & stat.S_IXUSR else "f"
+            data = full.read_bytes()
         files.append((rel, kind, data))
         rows[rel] = kind + ":" + hashlib.sha256(data).hexdigest()
     return files, rows
@@ -187,7 +190,7 @@ def _close() -> None:
 
 
 def _engine(job: Job) -> LocalEngine:
-    key = (job.engine, repr(sorted(job.config.items())))
+    key = (job.engine, sha256_json(job.config))
     engine = _ENGINES.get(key)
     if engine is None:
         work = _scratch() / f"work-{len(_ENGINES)}"
