@@ -116,6 +116,14 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
+_RAY_ADDRESS = click.option(
+    "--ray-address",
+    metavar="ADDR",
+    help='evaluate on a Ray cluster this session: "auto", host:port or ray://host:port '
+    "(needs the cluster extra)",
+)
+
+
 class _Null:
     def __enter__(self) -> None:
         return None
@@ -138,12 +146,7 @@ class _Null:
 )
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
-@click.option(
-    "--ray-address",
-    metavar="ADDR",
-    help='evaluate on a Ray cluster this session: "auto", host:port or ray://host:port '
-    "(needs the cluster extra)",
-)
+@_RAY_ADDRESS
 @friendly
 def run(
     recipe: Path,
@@ -168,12 +171,7 @@ def run(
 @click.option("--retry-failed", is_flag=True, help="evaluate failed candidates again")
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
-@click.option(
-    "--ray-address",
-    metavar="ADDR",
-    help='evaluate on a Ray cluster this session: "auto", host:port or ray://host:port '
-    "(needs the cluster extra)",
-)
+@_RAY_ADDRESS
 @friendly
 def resume(
     run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool, ray_address: str | None
@@ -339,10 +337,18 @@ def selftest() -> None:
 @click.option("--seed", type=int, default=None, help="seed of the trials (default: random)")
 @click.option(
     "--sandbox",
-    type=click.Choice(["auto", "bwrap", "process"]),
+    type=click.Choice(["auto", "bwrap", "process", "docker"]),
     default="auto",
     show_default=True,
-    help="the experiment's evaluation sandbox (process: see what the fallback lets through)",
+    help="the experiment's evaluation sandbox (process: see what the fallback lets through; "
+    "docker: containers of the local base image)",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "harbor"]),
+    default="local",
+    show_default=True,
+    help="the experiment's evaluator engine (harbor: Harbor with the bwrap environment)",
 )
 @click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
@@ -352,6 +358,7 @@ def selftest_integrity(
     scenarios: tuple[str, ...],
     seed: int | None,
     sandbox: str,
+    engine: str,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -385,7 +392,12 @@ def selftest_integrity(
                 err.print(f"    {p}", highlight=False, markup=False)
 
     report = run_selftest(
-        trials or DEFAULT_TRIALS, list(scenarios), seed=seed, sandbox=sandbox, on_trial=on_trial
+        trials or DEFAULT_TRIALS,
+        list(scenarios),
+        seed=seed,
+        sandbox=sandbox,
+        engine=engine,
+        on_trial=on_trial,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))
@@ -449,6 +461,7 @@ def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
                 "split": info.split,
                 "seed_files": len(info.seed.entries),
                 "operators": {slot: spec.operator for slot, spec in _slots(info)},
+                "models": info.models.as_json() if info.models else None,
             }
         )
     else:
@@ -470,6 +483,53 @@ def recipe_show(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
     else:
         click.echo(f"# digest: {resolved.digest}")
         click.echo(recipe_mod.dump(resolved.data), nl=False)
+
+
+# -- task sets -----------------------------------------------------------------------
+
+
+@main.group()
+def tasks() -> None:
+    """Check Harbor task folders and data sets."""
+
+
+@tasks.command("check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--oracle",
+    is_flag=True,
+    help="run each task's solution/solve.sh as the agent on the local and harbor engines",
+)
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(["local", "harbor"]),
+    help="with --oracle: only this engine (repeatable; default both)",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def tasks_check(path: Path, oracle: bool, engines: tuple[str, ...], as_json: bool) -> None:
+    """Validate PATH, a Harbor task folder or a folder of tasks: one line per problem.
+
+    Exit 0 when there is none, 1 when there are problems, 2 when PATH holds no task."""
+    from rsiframe.taskcheck import ENGINES, check
+
+    report = check(path, oracle=oracle, engines=engines or ENGINES)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        for p in report.problems:
+            click.echo(str(p))
+        done = f"{report.tasks} task(s)" + (
+            ", oracle on " + "+".join(report.oracle) if oracle else ""
+        )
+        click.echo(
+            f"{path}: {done}: " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"),
+            err=True,
+        )
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
 
 
 # -- operators -----------------------------------------------------------------------
@@ -568,6 +628,23 @@ def operators_describe(name: str, as_json: bool) -> None:
         default = "(required)" if f["required"] else json.dumps(f["default"], default=str)
         table.add_row(f["name"], f["type"], default, f["description"])
     out.print(table)
+
+
+# -- models in the loop (issue 13) ----------------------------------------------------
+
+
+@main.command("stub-llm")
+@click.option("--script", "script", type=click.Path(path_type=Path), required=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8765, show_default=True)
+@friendly
+def stub_llm(script: Path, host: str, port: int) -> None:
+    """Serve a scripted OpenAI-compatible stub endpoint (tests, demos; GET /stub/stats)."""
+    from rsiframe.stubllm import Script, StubLLM, uvicorn
+
+    stub = StubLLM(Script.load(script))
+    click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")
+    uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
 
 
 def _slots(info: Any) -> list[tuple[str, Any]]:

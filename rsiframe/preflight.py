@@ -7,10 +7,12 @@ from pathlib import Path
 
 from rsiframe import recipe as recipe_mod
 from rsiframe.errors import RecipeError
+from rsiframe.evaluator import preflight_engine
 from rsiframe.executor import check as check_executor
 from rsiframe.executor import session_spec
 from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import Snapshot, snapshot
+from rsiframe.models_schema import ModelCheck, check_models
 from rsiframe.surface import Surface
 from rsiframe.tasks import TaskSet, make_split
 
@@ -25,6 +27,7 @@ class Plan:
     seed: Snapshot
     executor: ExecutorSpec  # the recipe's, with --ray-address applied
     executor_key: str  # what errors about it name
+    models: ModelCheck | None = None
 
     def __str__(self) -> str:
         sizes = ", ".join(f"{len(v)} {k}" for k, v in self.split.items())
@@ -41,6 +44,8 @@ def plan(recipe_path: Path, sets: list[str] | None = None, ray_address: str | No
     executor, key = session_spec(r.evaluator.executor, ray_address)
     check_executor(executor, key)
     where = str(resolved.source)
+    configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
+    models = check_models(r.models, configs, where=where)  # no call is made
     taskset = TaskSet.load(r.tasks.path)
     split = make_split(
         sorted(taskset.tasks),
@@ -57,4 +62,6 @@ def plan(recipe_path: Path, sets: list[str] | None = None, ray_address: str | No
     surface = Surface(tuple(r.surface.include), tuple(r.surface.exclude))
     if not surface.matching(seed.entries):
         raise RecipeError("surface: the include globs match no file in the seed", where=where)
-    return Plan(resolved, taskset, split, seed, executor, key)
+    ids = [t for s in split.values() for t in s]
+    preflight_engine(r.evaluator.engine, resolved.evaluator_config, taskset, ids)
+    return Plan(resolved, taskset, split, seed, executor, key, models)

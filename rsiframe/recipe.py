@@ -236,6 +236,8 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
     data["evaluator"]["config"] = evaluator_config.model_dump(mode="json")
     if recipe.evaluator.executor == ExecutorSpec():  # the default leaves the digest as it was
         del data["evaluator"]["executor"]
+    if not data["models"]:  # a recipe without models keeps the digest it had before them
+        del data["models"]
     return ResolvedRecipe(
         recipe=recipe,
         source=source,

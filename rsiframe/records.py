@@ -47,6 +47,8 @@ class EvaluationPredicate(BaseModel):
     isolation: str
     model: dict[str, Any] | None = None
     executor: dict[str, Any] | None = None  # where it ran: kind (local, ray) and worker node
+    #: the engine's own part: for ``harbor``, the engine, Harbor's version, the environment
+    evaluator: dict[str, Any] | None = None
     framework_version: str
     started_at: float
     finished_at: float
@@ -72,7 +74,10 @@ def make_statement(commit: str, tree: str, predicate: EvaluationPredicate) -> di
             }
         ],
         "predicateType": PREDICATE_TYPE,
-        "predicate": predicate.model_dump(mode="json"),
+        # records of engines without an evaluator part stay as they always were
+        "predicate": predicate.model_dump(
+            mode="json", exclude={"evaluator"} if predicate.evaluator is None else None
+        ),
     }
 
 
