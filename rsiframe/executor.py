@@ -73,8 +73,10 @@ def session_spec(spec: ExecutorSpec, ray_address: str | None) -> tuple[ExecutorS
         raise ClusterError(f"--ray-address: {exc.errors()[0]['msg']}") from exc
 
 
-def check(spec: ExecutorSpec, key: str = "evaluator.executor") -> None:
+def check(spec: ExecutorSpec, key: str = "evaluator.executor", engine: str = "local") -> None:
     """Preflight, before a run folder exists: Ray is installed and the address answers."""
+    if spec.kind == "ray" and engine != "local":
+        raise ClusterError(f"{key}: the Ray executor runs the local engine, not {engine!r}")
     if spec.kind == "ray":
         from rsiframe import rayexec
 

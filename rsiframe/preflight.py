@@ -42,7 +42,7 @@ def plan(recipe_path: Path, sets: list[str] | None = None, ray_address: str | No
     resolved = recipe_mod.load(recipe_path, sets)
     r = resolved.recipe
     executor, key = session_spec(r.evaluator.executor, ray_address)
-    check_executor(executor, key)
+    check_executor(executor, key, r.evaluator.engine)
     where = str(resolved.source)
     configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
     models = check_models(r.models, configs, where=where)  # no call is made

@@ -137,7 +137,7 @@ def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list
         _check_evaluator(paths, evaluator, st)
         signer = load_signer(st.run_id, st.verifier.keyid)
         spec, key = session_spec(resolved.recipe.evaluator.executor, ray_address)
-        check(spec, key)
+        check(spec, key, resolved.recipe.evaluator.engine)
         executor = open_executor(spec, key)
         repo = CandidateRepo(paths.repo, paths.work / "exports")
         # only once every check passed is the archive touched: a refusal changes nothing

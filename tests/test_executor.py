@@ -225,3 +225,12 @@ def test_resume_with_an_address_that_does_not_answer_changes_nothing(mini: Mini)
     assert res.exit_code == 2
     assert res.stderr.startswith("rsiframe: error: --ray-address: no Ray cluster answers")
     assert (out / "events.jsonl").read_bytes() == before
+
+
+def test_the_ray_executor_runs_only_the_local_engine() -> None:
+    from rsiframe.errors import ClusterError
+    from rsiframe.executor import check
+
+    with pytest.raises(ClusterError, match="runs the local engine, not 'harbor'"):
+        check(ExecutorSpec(kind="ray"), "evaluator.executor", "harbor")
+    check(ExecutorSpec(), "evaluator.executor", "harbor")  # local: any engine
