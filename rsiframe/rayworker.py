@@ -176,7 +176,12 @@ _TASKS: dict[str, TaskSet] = {}  # unpacked and verified task sets, by pack key
 def _scratch() -> Path:
     global _SCRATCH
     if _SCRATCH is None:
-        _SCRATCH = Path(tempfile.mkdtemp(prefix="rsiframe-worker-"))
+        # Ray may kill worker processes before atexit runs: clear what dead workers left
+        for old in Path(tempfile.gettempdir()).glob("rsiframe-worker-*-*"):
+            pid = old.name.split("-")[2]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(old, ignore_errors=True)
+        _SCRATCH = Path(tempfile.mkdtemp(prefix=f"rsiframe-worker-{os.getpid()}-"))
         atexit.register(_close)
     return _SCRATCH
 
