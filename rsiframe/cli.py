@@ -118,6 +118,14 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
+_RAY_ADDRESS = click.option(
+    "--ray-address",
+    metavar="ADDR",
+    help='evaluate on a Ray cluster this session: "auto", host:port or ray://host:port '
+    "(needs the cluster extra)",
+)
+
+
 class _Null:
     def __enter__(self) -> None:
         return None
@@ -140,13 +148,21 @@ class _Null:
 )
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@_RAY_ADDRESS
 @friendly
-def run(recipe: Path, out: Path | None, sets: tuple[str, ...], quiet: bool, as_json: bool) -> None:
+def run(
+    recipe: Path,
+    out: Path | None,
+    sets: tuple[str, ...],
+    quiet: bool,
+    as_json: bool,
+    ray_address: str | None,
+) -> None:
     """Start a run of RECIPE. Prints the run folder on the first line of stdout."""
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine = Engine.create(recipe, list(sets), out)
+    engine = Engine.create(recipe, list(sets), out, ray_address)
     click.echo(str(engine.paths.root))
     sys.stdout.flush()
     _drive(engine, quiet, as_json)
@@ -157,13 +173,16 @@ def run(recipe: Path, out: Path | None, sets: tuple[str, ...], quiet: bool, as_j
 @click.option("--retry-failed", is_flag=True, help="evaluate failed candidates again")
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@_RAY_ADDRESS
 @friendly
-def resume(run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool) -> None:
+def resume(
+    run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool, ray_address: str | None
+) -> None:
     """Continue an interrupted run after re-verifying its archive and locks."""
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine, notes = Engine.open(run_dir, retry_failed=retry_failed)
+    engine, notes = Engine.open(run_dir, retry_failed=retry_failed, ray_address=ray_address)
     click.echo(str(engine.paths.root))
     for note in notes:
         click.echo(f"rsiframe: {note}", err=True)

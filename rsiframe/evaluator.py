@@ -113,6 +113,7 @@ class EvaluationOutput:
     task_seconds: float = 0.0
     model: dict[str, Any] | None = None  # the built model's identity, build and token usage
     usage: dict[str, int] | None = None  # model tokens this evaluation used
+    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executor)
 
 
 Put = Callable[[bytes], str]
@@ -166,6 +167,7 @@ class LocalEngine:
         self.builder: Builder | None = None
         self.server: ModelServer | None = None
         self._items: list[Item] = []
+        self.protected: dict[str, list[str]] = {}  # split -> task ids given to protect()
         if config.build is not None:
             b = config.build
             self.builder = Builder(b, self.sandbox, work_root, cache_root)
@@ -184,6 +186,7 @@ class LocalEngine:
     def protect(self, tasks: dict[str, list[Task]]) -> None:
         """The gate and sealed tasks whose items training data must not contain."""
         self._items = protected_items(tasks)
+        self.protected = {s: [t.id for t in ts] for s, ts in tasks.items()}
 
     def _audit(self, texts: Iterable[str]) -> AuditResult:
         assert self.config.build is not None
