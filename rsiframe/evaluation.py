@@ -22,7 +22,9 @@ from rsiframe import faults
 from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
-from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun, run_tasks
+from rsiframe.errors import ClusterLost
+from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
+from rsiframe.executor import Executor, LocalExecutor
 from rsiframe.opcall import Progress, Timings
 from rsiframe.schema import StageSpec
 from rsiframe.state import CHILD_SPLITS, Candidate, RunState
@@ -144,8 +146,10 @@ class TaskRunner:
         budget: BudgetGuard,
         state: RunState,
         timings: Timings,
+        executor: Executor | None = None,
     ) -> None:
         self.evaluator = evaluator
+        self.executor: Executor = executor or LocalExecutor()  # this process, or a Ray cluster
         self.taskset = taskset
         self.put = put
         self.emit = emit
@@ -165,7 +169,7 @@ class TaskRunner:
                 self.emit(E.ModelBuilt(id=cid, split=split, attempt=attempt, model=model))
 
         def on_usage(usage: dict[str, int]) -> None:
-            if usage.get("total_tokens"):
+            if usage.get("total_tokens") or usage.get("refused"):
                 where = {"id": cid, "slot": "evaluate", "split": split, "attempt": attempt}
                 self.emit(E.UsageSpent(**where, tokens=usage["total_tokens"], **usage))
 
@@ -195,7 +199,8 @@ class TaskRunner:
             self.progress.tasks(cid, split, done, len(task_ids))
 
         hooks = self.model_hooks(cid, split, attempt)
-        out = run_tasks(
+        # executor hook (issue 11.3): the one place an evaluation of a verified export runs
+        out = self.executor.run(
             self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
         )
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
@@ -243,6 +248,8 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
     try:
         export = tasks.exports(job.candidate, job.commit, job.tree)
         out = tasks.run(job.candidate, job.split, export, job.task_ids, evidence, job.attempt)
+    except ClusterLost:  # not this candidate's failure: the run ends failed (resumable)
+        raise
     except BuildRejected as exc:  # the candidate's own build failed: it ends rejected
         return [
             E.EvaluationFailed(**where, error=str(exc), build=exc.details),
@@ -271,6 +278,7 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
         errors={t: r.error for t, r in out.runs.items() if r.error},
         trajectories={t: out.runs[t].trajectory_digest for t in ids},
         model=out.model,
+        executor=out.executor,
         started_at=started,
         finished_at=time.time(),
     )

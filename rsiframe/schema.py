@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from rsiframe.api import SLOT_TABLE, SlotSpec
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import DEFAULT_IGNORE
 from rsiframe.models_schema import Models
 
@@ -81,6 +82,7 @@ class EvaluatorSpec(_Strict):
     config: dict[str, Any] = Field(default_factory=dict)
     #: a child's evaluation as a cascade of stages; empty: train, then gate
     stages: list[StageSpec] = Field(default_factory=list)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
 
 
 class _SlotsBase(_Strict):
