@@ -19,6 +19,7 @@ READ_SIDE = {
     "rsiframe.loader",
     "rsiframe.schema",
     "rsiframe.models_schema",
+    "rsiframe.executorspec",  # the recipe schema imports it (evaluator.executor)
     "rsiframe.api",
     "rsiframe.records",
     "rsiframe.report",
