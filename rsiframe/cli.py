@@ -57,6 +57,16 @@ def _sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+_unset_option = click.option(
+    "--unset",
+    "unsets",
+    multiple=True,
+    metavar="KEY",
+    help="remove one recipe key, e.g. tasks.split.ratios (repeatable; same as KEY=null on a "
+    "mapping)",
+)
+
+
 def _print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=False))
 
@@ -133,17 +143,26 @@ class _Null:
     "sets",
     multiple=True,
     metavar="KEY=VALUE",
-    help="override one recipe key, e.g. slots.select.config.size=4 (repeatable)",
+    help="override one recipe key, e.g. slots.select.config.size=4; a YAML mapping replaces "
+    "the mapping at KEY (repeatable). The run's name then says what changed",
 )
+@_unset_option
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
 @friendly
-def run(recipe: Path, out: Path | None, sets: tuple[str, ...], quiet: bool, as_json: bool) -> None:
+def run(
+    recipe: Path,
+    out: Path | None,
+    sets: tuple[str, ...],
+    unsets: tuple[str, ...],
+    quiet: bool,
+    as_json: bool,
+) -> None:
     """Start a run of RECIPE. Prints the run folder on the first line of stdout."""
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine = Engine.create(recipe, list(sets), out)
+    engine = Engine.create(recipe, list(sets), out, unsets=list(unsets))
     click.echo(str(engine.paths.root))
     sys.stdout.flush()
     _drive(engine, quiet, as_json)
@@ -412,13 +431,14 @@ def recipe() -> None:
 @recipe.command("check")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@_unset_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
+def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
     """Validate FILE: schema, operators and their configs, seed, tasks and surface."""
     from rsiframe.preflight import plan
 
-    info = plan(file, list(sets))
+    info = plan(file, list(sets), list(unsets))
     if as_json:
         _print_json(
             {
@@ -436,13 +456,14 @@ def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
 @recipe.command("show")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@_unset_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_show(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
+def recipe_show(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
     """Print the resolved recipe (extends merged, overrides applied, defaults filled in)."""
     from rsiframe import recipe as recipe_mod
 
-    resolved = recipe_mod.load(file, list(sets))
+    resolved = recipe_mod.load(file, list(sets), unsets=list(unsets))
     if as_json:
         _print_json({"digest": resolved.digest, "recipe": resolved.data})
     else:

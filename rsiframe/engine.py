@@ -73,6 +73,7 @@ from rsiframe.evaluator import (
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.guardrail import check as guardrail_check
 from rsiframe.loader import load_run
+from rsiframe.overrides import folder_safe
 from rsiframe.preflight import plan
 from rsiframe.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.runfolder import RunLock, RunPaths
@@ -197,15 +198,19 @@ class Engine:
 
     @classmethod
     def create(
-        cls, recipe_path: Path, sets: list[str] | None = None, out: Path | None = None
+        cls,
+        recipe_path: Path,
+        sets: list[str] | None = None,
+        out: Path | None = None,
+        unsets: list[str] | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        p = plan(recipe_path, sets)
+        p = plan(recipe_path, sets, unsets)
         resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
         r = resolved.recipe
 
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        root = out if out is not None else Path("archive") / f"{r.name}-{stamp}"
+        root = out if out is not None else Path("archive") / f"{folder_safe(r.name)}-{stamp}"
         n = 2
         base = root
         while out is None and root.exists():
@@ -216,7 +221,7 @@ class Engine:
         root.mkdir(parents=True, exist_ok=True)
         paths = RunPaths(root.resolve())
         lock = RunLock(paths).acquire()
-        run_id = f"{r.name}-{stamp}-{random.SystemRandom().randrange(16**6):06x}"
+        run_id = f"{folder_safe(r.name)}-{stamp}-{random.SystemRandom().randrange(16**6):06x}"
 
         work = fresh_dir(paths.work)
         evaluator = _make_evaluator(resolved, work)

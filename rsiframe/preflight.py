@@ -30,8 +30,8 @@ class Plan:
         return f"tasks: {sizes}; seed: {len(self.seed.entries)} files; {ops}"
 
 
-def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
-    resolved = recipe_mod.load(recipe_path, sets)
+def plan(recipe_path: Path, sets: list[str] | None = None, unsets: list[str] | None = None) -> Plan:
+    resolved = recipe_mod.load(recipe_path, sets, unsets=unsets)
     r = resolved.recipe
     where = str(resolved.source)
     taskset = TaskSet.load(r.tasks.path)

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text  # a run name like sat3[select=best] is not markup
 
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
@@ -156,7 +157,7 @@ def _fmt(x: float | None) -> str:
 
 
 def summary_table(report: StatusReport) -> Table:
-    table = Table(title=f"{report.name}: {report.state}", title_justify="left")
+    table = Table(title=Text(f"{report.name}: {report.state}"), title_justify="left")
     table.add_column("")
     table.add_column("candidate")
     for split in ("train", "gate", "sealed"):
@@ -222,7 +223,7 @@ def print_summary(report: StatusReport, console: Console) -> None:
 
 
 def candidate_table(report: StatusReport) -> Table:
-    table = Table(title=f"{report.name} ({report.run_id})", title_justify="left")
+    table = Table(title=Text(f"{report.name} ({report.run_id})"), title_justify="left")
     for col in ("id", "parent", "gen", "state", "train", "gate", "sealed", "change / reason"):
         table.add_column(
             col, justify="right" if col in ("train", "gate", "sealed") else "left", overflow="fold"
