@@ -201,6 +201,7 @@ def resume(run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool) -> Non
 @friendly
 def status(run_dir: Path, as_json: bool) -> None:
     """Show a run's state, budget and every candidate with its verified scores."""
+    from rsiframe.drift import operator_drift, task_drift
     from rsiframe.loader import load_run
     from rsiframe.report import candidate_table, print_summary, status_of
     from rsiframe.verify import lock_problems
@@ -208,6 +209,8 @@ def status(run_dir: Path, as_json: bool) -> None:
     loaded = load_run(run_dir)
     report = status_of(loaded)
     report.notes += [f"lock: {p}" for p in lock_problems(loaded.paths, loaded.state)]
+    report.notes += [f"lock: {p}" for p in operator_drift(loaded.paths)]
+    report.notes += [f"lock: {p}" for p in task_drift(loaded.paths)[0]]
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return
@@ -260,9 +263,10 @@ def verify(
 
     Checks, each reported by name: pubkey, chain (hash chain), signatures (every event),
     state, certificates (signed and bound to run, commit, tree, recipe, evaluator and
-    task set), locks, commits (in repo.git with the recorded tree), admitted (verified
-    records), evidence (trajectories and logs). --reproduce adds reproduce. Nothing is
-    written into the run folder. Exit 0 when every check passes, 1 otherwise.
+    task set), locks, operators (operator code on disk as locked), tasks (the task set on
+    disk as locked; skipped when it is not there), commits (in repo.git with the recorded
+    tree), admitted (verified records), evidence (trajectories and logs). --reproduce adds
+    reproduce. Nothing is written into the run folder. Exit 0 when every check passes, 1 otherwise.
     """
     from rsiframe.errors import RunFolderError
     from rsiframe.verify import verify as verify_run

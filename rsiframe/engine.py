@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from rsiframe import __version__, faults
+from rsiframe import __version__, faults, opcode
 from rsiframe import recipe as recipe_mod
 from rsiframe.api import (
     Analysis,
@@ -234,6 +234,7 @@ class Engine:
                 "digest": resolved.digest,
                 "source": str(resolved.source.resolve()),
                 "resolved": resolved.data,
+                "operators": opcode.identities(resolved),
             },
         )
         paths.write_json(paths.tasks_lock, task_lock.to_json())
@@ -835,6 +836,7 @@ class Engine:
                 score=aggregate(rewards),
                 isolation=self.evaluator.isolation,
                 model=out.model,
+                code=opcode.certified_code(self.paths.recipe_lock),
                 framework_version=__version__,
                 started_at=started,
                 finished_at=time.time(),
@@ -1019,6 +1021,7 @@ def _check_recipe(paths: RunPaths, st: RunState) -> recipe_mod.ResolvedRecipe:
         raise LockMismatch(
             f"the recipe changed since the run began: {what}", where=str(paths.recipe)
         )
+    opcode.require_unchanged(lock.get("operators"), opcode.identities(resolved), str(paths.root))
     return resolved
 
 

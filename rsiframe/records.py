@@ -43,6 +43,8 @@ class EvaluationPredicate(BaseModel):
     score: float
     isolation: str
     model: dict[str, Any] | None = None
+    # the evaluator engine's and the gate operator's code identity (rsiframe.opcode)
+    code: dict[str, Any] | None = None
     framework_version: str
     started_at: float
     finished_at: float

@@ -38,6 +38,7 @@ from pydantic import BaseModel
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.digest import sha256_json
+from rsiframe.drift import operator_drift, task_drift
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
 from rsiframe.evaluator import (
     EvaluationOutput,
@@ -59,6 +60,8 @@ CHECKS = (
     "state",
     "certificates",
     "locks",
+    "operators",
+    "tasks",
     "commits",
     "admitted",
     "evidence",
@@ -153,7 +156,9 @@ def verify(
         checks.skip(names, "an earlier check failed")
         report.checks = checks.items
         report.problems = [p for c in checks.items for p in c.problems]
-        report.ok = all(c.status == "ok" for c in checks.items)
+        # a skipped check is either behind a failed one or has nothing on this machine to
+        # look at (the task set of a copied run folder)
+        report.ok = not any(c.status == "failed" for c in checks.items)
         return report
 
     # pubkey (its match with run_started is checked once the chain is read)
@@ -206,6 +211,12 @@ def verify(
     checks.add("state", f"{len(st.candidates)} candidates", other)
     checks.add("certificates", f"{st.records} certificates verified and bound", cert_problems)
     checks.add("locks", "recipe, task and evaluator locks", lock_problems(paths, st))
+    checks.add("operators", "operator code on disk matches the lock", operator_drift(paths))
+    drifted, why_not = task_drift(paths, tasks_root)
+    if why_not:
+        checks.skip(("tasks",), why_not)
+    else:
+        checks.add("tasks", "task set on disk matches the task lock", drifted)
     checks.add("commits", "candidate commits, trees, parents and refs", _commit_problems(paths, st))
     checks.add("admitted", f"{len(st.admitted())} admitted candidates", _admitted_problems(st))
     checks.add("evidence", "trajectories and logs named by certificates", _evidence(paths, st))
