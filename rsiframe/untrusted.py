@@ -40,14 +40,12 @@ from pydantic import Field, ValidationError
 from rsiframe import api, oprunner, surface
 from rsiframe.api import READS, SLOT_BASES, Operator, Result, SandboxUse, may_read
 from rsiframe.errors import OperatorNotFound
+from rsiframe.mounts import INPUTS_INSIDE, LIB_INSIDE, WORK_INSIDE
 from rsiframe.oprunner import RESULTS, SCHEMA_VERSION, CandidateInfo, Request, Response
 from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
 
 PREFIX = "candidate:"
 UNTRUSTED_SLOTS = tuple(RESULTS)
-LIB_INSIDE = "/rsi/lib"
-IN_INSIDE = "/rsi/in"
-WORK_INSIDE = "/rsi/work"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -119,7 +117,7 @@ class UntrustedOperator(Operator):
                 shutil.copyfile(str(mod.__file__), lib / Path(str(mod.__file__)).name)
             (t / "in").mkdir()
             m_lib = Mount(t / "lib", LIB_INSIDE)
-            m_in = Mount(t / "in", IN_INSIDE)
+            m_in = Mount(t / "in", INPUTS_INSIDE)
             m_src = Mount(self.sources(ctx.parent.id), oprunner.SOURCE_INSIDE)
             mounts = [m_lib, m_in, m_src]
             cwd = m_in
