@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from rsiframe import __version__, faults, opcode
+from rsiframe import __version__, faults, health, opcode
 from rsiframe import recipe as recipe_mod
 from rsiframe.api import (
     Analysis,
@@ -412,6 +412,9 @@ class Engine:
         if seed.commit is None:  # a crash between the seed's two events: its commit exists
             self._seed_mutated()
             return None
+        dead = health.dead_seed(seed)  # a broken setup, not a low score: do not evolve it
+        if dead is not None:
+            return self._finish("failed", dead)
         for c in st.candidates.values():
             s = c.state
             if s in ("mutated", "evaluating"):

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, faults, serving
+from rsiframe import __version__, appdiff, faults, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
 from rsiframe.digest import sha256_bytes, sha256_json
@@ -302,6 +302,7 @@ class LocalEngine:
         if ep is not None:  # the endpoint's folder only, behind the in-sandbox forwarder
             argv, extra, model_env = ep.harness(sb, argv)
             mounts += extra
+        app_before = appdiff.scan(app)
         agent = sb.run(
             argv,
             mounts=mounts,
@@ -318,6 +319,7 @@ class LocalEngine:
             output_limit=self.config.output_limit_bytes,
         )
 
+        app_out = appdiff.changes_since(app, app_before)  # evidence, before the verifier runs
         # a fresh verifier folder: whatever the agent left under /logs/verifier is discarded
         verifier_dir = logs / "verifier"
         shutil.rmtree(verifier_dir, ignore_errors=True)
@@ -345,8 +347,10 @@ class LocalEngine:
             reward, error = 0.0, f"verifier timed out after {verifier_timeout:g}s"
         elif agent.exit_code and error is None:  # kept as the reason; the reward stands
             last = agent.stderr[-TAIL:].decode(errors="replace").strip().splitlines()
-            error = f"agent exited with status {agent.exit_code}" + (
-                f": {last[-1]}" if last else ""
+            error = (
+                f"agent exited with status {agent.exit_code}"
+                + ("" if app_out.touched else f" {appdiff.UNTOUCHED}")
+                + (f": {last[-1]}" if last else "")
             )
         blobs = {
             "agent.stdout": agent.stdout,
@@ -359,12 +363,14 @@ class LocalEngine:
                 blobs["logs/agent/" + f.relative_to(logs / "agent").as_posix()] = f.read_bytes()[
                     : self.config.output_limit_bytes
                 ]
+        blobs.update(app_out.blobs)
         trajectory = {
             "task": task.id,
             "reward": reward,
             "error": error,
             "agent": _phase(agent),
             "verifier": _phase(verifier),
+            "app": app_out.manifest(),
         }
         seconds = agent.duration_s + verifier.duration_s
         return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
