@@ -7,6 +7,7 @@ A user's mistake is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -33,14 +34,26 @@ def _stderr() -> Console:
     return Console(stderr=True)
 
 
+_KEY = re.compile(r"^([A-Za-z_][\w.\-]*): ")
+
+
+def error_json(exc: RsiError) -> dict[str, Any]:
+    """A user error for scripts: the message, the file it is about, the dotted key if any."""
+    m = _KEY.match(exc.message)
+    return {"error": exc.message, "file": exc.where, "key": m.group(1) if m else None}
+
+
 def friendly(fn: F) -> F:
-    """Render user errors as one line with their exit code."""
+    """Render user errors as one line with their exit code (and, with ``--json``, as JSON
+    on stdout: ``{"error", "file", "key"}``)."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except RsiError as exc:
+            if kwargs.get("as_json"):
+                _print_json(error_json(exc))
             click.echo(f"rsiframe: error: {exc}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:

@@ -112,11 +112,15 @@ def overrides(
 ) -> dict[str, Any]:
     """Turn ``--set`` and ``--unset`` items into one mapping to :func:`merge` over a recipe.
 
-    Paths given on the command line resolve against ``cwd``. Later items win.
+    Paths given on the command line resolve against ``cwd``. ``--unset`` items apply
+    first, then ``--set`` items in order (a later one wins).
     """
     over: dict[str, Any] = {}
-    steps = [(keys, value, item) for item in items for keys, value in [parse_set(item)]]
-    steps += [(_unset_keys(item), DELETE, f"--unset {item}") for item in unsets]
+    # removals first, so `--unset tasks.split --set tasks.split.train=[...]` rebuilds it
+    steps: list[tuple[list[str], Any, str]] = [
+        (_unset_keys(item), DELETE, f"--unset {item}") for item in unsets
+    ]
+    steps += [(keys, value, item) for item in items for keys, value in [parse_set(item)]]
     for keys, value, item in steps:
         single: dict[str, Any] = {}
         node = single
@@ -130,7 +134,10 @@ def overrides(
             nxt = node.get(k)
             if isinstance(nxt, _Replace):
                 nxt = nxt.value
-            elif nxt is None or isinstance(nxt, _Delete):
+            elif isinstance(nxt, _Delete):  # removed, then built anew: replaces the old one
+                fresh = _Replace({})
+                node[k], nxt = fresh, fresh.value
+            elif nxt is None:
                 nxt = node[k] = {}
             elif not isinstance(nxt, dict):
                 raise RecipeError(f"--set {item}: {k} is set to a value and a mapping")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rsiframe import recipe as recipe_mod
-from rsiframe.errors import RecipeError
+from rsiframe.errors import RecipeError, TaskSetError
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.surface import Surface
 from rsiframe.tasks import TaskSet, make_split
@@ -35,12 +35,15 @@ def plan(recipe_path: Path, sets: list[str] | None = None, unsets: list[str] | N
     r = resolved.recipe
     where = str(resolved.source)
     taskset = TaskSet.load(r.tasks.path)
-    split = make_split(
-        sorted(taskset.tasks),
-        lists=r.tasks.split.lists(),
-        ratios=r.tasks.split.ratios,
-        seed=r.tasks.split.seed,
-    )
+    try:
+        split = make_split(
+            sorted(taskset.tasks),
+            lists=r.tasks.split.lists(),
+            ratios=r.tasks.split.ratios,
+            seed=r.tasks.split.seed,
+        )
+    except TaskSetError as exc:  # a split problem is the recipe's: name its file and key
+        raise TaskSetError(f"{exc.where}: {exc.message}", where=where) from exc
     if not r.seed.is_dir():
         raise RecipeError(f"seed: folder not found: {r.seed}", where=where)
     seed = snapshot(r.seed, r.surface.ignore)

@@ -24,6 +24,7 @@ from rsiframe.evaluator import ENGINES
 from rsiframe.gittree import DEFAULT_IGNORE
 from rsiframe.overrides import absolutize, labelled, merge, overrides, run_label
 from rsiframe.registry import resolve
+from rsiframe.validation import first_error
 
 
 class _Strict(BaseModel):
@@ -200,21 +201,6 @@ def _load_tree(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     return merge(_load_tree(base_path, (*chain, path)), data)
 
 
-def _dotted(loc: tuple[Any, ...]) -> str:
-    return ".".join("validate" if p == "validate_" else str(p) for p in loc)
-
-
-def _first_error(exc: ValidationError, prefix: str = "") -> tuple[str, str]:
-    err = exc.errors()[0]
-    loc = _dotted(tuple(err["loc"]))
-    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-    extra = len(exc.errors()) - 1
-    if extra:
-        msg += f" (and {extra} more problem{'s' if extra > 1 else ''})"
-    path = ".".join(p for p in (prefix, loc) if p)
-    return path, msg
-
-
 def load(
     path: Path,
     sets: list[str] | None = None,
@@ -240,7 +226,7 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as exc:
-        loc, msg = _first_error(exc)
+        loc, msg = first_error(exc, model=Recipe)
         raise RecipeError(f"{loc}: {msg}" if loc else msg, where=where) from exc
 
     operators: dict[str, tuple[type[Operator], BaseModel]] = {}
@@ -255,7 +241,7 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
         try:
             config = cls.Config.model_validate(spec.config)
         except ValidationError as exc:
-            loc, msg = _first_error(exc, f"slots.{slot}.config")
+            loc, msg = first_error(exc, f"slots.{slot}.config", cls.Config)
             raise RecipeError(f"{loc}: {msg}", where=where) from exc
         operators[slot] = (cls, config)
 
@@ -269,7 +255,7 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
     try:
         evaluator_config = engine[0].model_validate(recipe.evaluator.config)
     except ValidationError as exc:
-        loc, msg = _first_error(exc, "evaluator.config")
+        loc, msg = first_error(exc, "evaluator.config", engine[0])
         raise RecipeError(f"{loc}: {msg}", where=where) from exc
 
     data = recipe.model_dump(mode="json", by_alias=True, exclude_none=False)

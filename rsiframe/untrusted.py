@@ -43,6 +43,7 @@ from rsiframe.errors import OperatorNotFound
 from rsiframe.mounts import INPUTS_INSIDE, LIB_INSIDE, WORK_INSIDE
 from rsiframe.oprunner import RESULTS, SCHEMA_VERSION, CandidateInfo, Request, Response
 from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
+from rsiframe.validation import clean
 
 PREFIX = "candidate:"
 UNTRUSTED_SLOTS = tuple(RESULTS)
@@ -252,7 +253,7 @@ def _first(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(root)"
     more = len(exc.errors()) - 1
-    return f"{loc}: {err['msg']}" + (f" (and {more} more)" if more else "")
+    return f"{loc}: {clean(err['msg'])}" + (f" (and {more} more)" if more else "")
 
 
 def _tail(data: bytes, limit: int = 500) -> str:
