@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import Mini, cli, events, status_json
 
 from rsiframe import health
-from rsiframe.archive import get_json
+from rsiframe.archive import get_artifact, get_json
 from rsiframe.runfolder import RunPaths
 
 
@@ -101,7 +101,6 @@ def test_the_agents_app_output_is_kept_as_evidence(mini: Mini) -> None:
     assert traj["app"]["kept"] == ["app/answer.txt"]
     digest = traj["artifacts"]["app/answer.txt"]
     assert (paths.root / "artifacts").exists()
-    from rsiframe.archive import get_artifact
 
     assert get_artifact(paths.root, digest) == b"1"
 
@@ -114,3 +113,15 @@ def test_summary_does_not_count_the_seed(mini: Mini) -> None:
         res.stdout.split()
     )
     assert json.loads(cli("status", out, "--json").stdout)["candidates"][0]["errors"] == {}
+
+
+def test_failures_analysis_quotes_the_verifier(mini: Mini) -> None:
+    out, res = _run(mini, "budget.max_generations=1")
+    assert res.exit_code == 0, res.stderr
+    done = [e["data"] for e in events(out) if e["type"] == "analysis_done"]
+    assert done
+    analysis = get_json(out, done[0]["analysis"])
+    examples = analysis["details"]["examples"]
+    assert examples
+    # the mini verifier says `need <i> got <level> reward 0`
+    assert all(e["verifier"].startswith("need ") and " got " in e["verifier"] for e in examples)
