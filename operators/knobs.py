@@ -144,7 +144,19 @@ def _show(value: Any) -> str:
 
 
 class Knobs(MutateOperator):
-    """Perturbs 1..max_changes knobs of a declared space (no model, no network)."""
+    """Perturbs 1..max_changes knobs of a declared space (no model, no network).
+
+    The knob space (inline as `knobs:`, or a file named by `space:` holding `knobs:`) is a
+    list of knobs, each `{file, key, choices}` or `{file, key, range: [low, high], step}`:
+    `file` is a YAML or JSON file relative to the candidate root, `key` a dotted path in it.
+
+        knobs:
+          - {file: solver.yaml, key: branching, choices: [first, random, moms, jw, dlis]}
+          - {file: solver.yaml, key: restarts.base, range: [10, 400], step: 10}
+
+    A choice moves to another allowed value; a number moves by 1..max_steps steps within
+    its range. YAML is rewritten round-trip, so a change is a one-line diff.
+    """
 
     name = "knobs"
     Config = KnobsConfig

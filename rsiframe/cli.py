@@ -6,6 +6,7 @@ A user's mistake is one line on stderr, never a traceback.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import signal
@@ -545,7 +546,7 @@ def operators_describe(name: str, as_json: bool) -> None:
                 "description": f.description or "",
             }
         )
-    doc = (cls.__doc__ or "").strip()
+    doc = inspect.cleandoc(cls.__doc__ or "")
     from rsiframe.api import GATE_DETAIL, INFORMATION
 
     reads = sorted(INFORMATION[info.slot])
@@ -565,7 +566,7 @@ def operators_describe(name: str, as_json: bool) -> None:
     out = _stdout()
     out.print(f"[bold]{info.slot}.{info.name}[/]  ({info.ref})")
     if doc:
-        out.print(doc)
+        out.print(doc, markup=False, highlight=False)
     out.print(
         f"may read: {', '.join(reads)}; with information.gate_detail also "
         f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",
