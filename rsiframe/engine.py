@@ -227,6 +227,7 @@ class Engine:
         evaluator = _make_evaluator(resolved, work)
         task_lock = TaskLock.freeze(taskset, split)
         signer = create_signer(run_id)
+        operators = opcode.identities(resolved)  # operator code, signed below by digest
         paths.recipe.write_text(recipe_mod.dump(resolved.data))
         paths.write_json(
             paths.recipe_lock,
@@ -234,7 +235,7 @@ class Engine:
                 "digest": resolved.digest,
                 "source": str(resolved.source.resolve()),
                 "resolved": resolved.data,
-                "operators": opcode.identities(resolved),
+                "operators": operators,
             },
         )
         paths.write_json(paths.tasks_lock, task_lock.to_json())
@@ -264,6 +265,7 @@ class Engine:
                 "framework_version": __version__,
                 "seed_commit": seed_commit,
                 "seed_tree": seed_tree,
+                "operators_digest": opcode.lock_digest(operators),
             },
         )
         engine._append("session_started", {"resumed": False})
@@ -280,6 +282,9 @@ class Engine:
             if st.problems:
                 raise ArchiveCorrupt(f"archive: {st.problems[0]}", where=str(paths.root))
             resolved = _check_recipe(paths, st)
+            run_started = loaded.events[0].data if loaded.events else {}
+            lock_json = paths.read_json(paths.recipe_lock)
+            opcode.require_unchanged(lock_json, run_started, resolved, str(paths.root))
             task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
             if task_lock.fingerprint != st.taskset_fingerprint:
                 raise LockMismatch(
@@ -1024,7 +1029,6 @@ def _check_recipe(paths: RunPaths, st: RunState) -> recipe_mod.ResolvedRecipe:
         raise LockMismatch(
             f"the recipe changed since the run began: {what}", where=str(paths.recipe)
         )
-    opcode.require_unchanged(lock.get("operators"), opcode.identities(resolved), str(paths.root))
     return resolved
 
 

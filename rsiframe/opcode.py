@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe import __version__
-from rsiframe.digest import sha256_bytes
+from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
 
 GROUP = "rsiframe.operators"
@@ -137,9 +137,28 @@ def changes(locked: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
     return [x for x in out if x]
 
 
-def require_unchanged(locked: dict[str, Any] | None, now: dict[str, Any], where: str) -> None:
-    """``resume``: refuse operator code that differs from the run's lock."""
-    changed = changes(locked, now)
+def lock_digest(locked: dict[str, Any] | None) -> str:
+    """What ``run_started`` signs (``operators_digest``), so the lock cannot be edited to fit."""
+    return sha256_json(locked or {})
+
+
+def signed_lock_problems(locked: dict[str, Any] | None, run_started: dict[str, Any]) -> list[str]:
+    """The lock's operator identities against the digest the run signed at its start."""
+    signed = run_started.get("operators_digest")
+    if signed is None or signed == lock_digest(locked):  # None: a run from before the lock
+        return []
+    return ["recipe.lock.json's operator identities differ from those the run signed at start"]
+
+
+def require_unchanged(
+    lock: dict[str, Any], run_started: dict[str, Any], resolved: Any, where: str
+) -> None:
+    """``resume``: refuse operator code that differs from the run's (signed) lock."""
+    locked = lock.get("operators")
+    problems = signed_lock_problems(locked, run_started)
+    if problems:
+        raise LockMismatch(problems[0], where=where)
+    changed = changes(locked, identities(resolved))
     if changed:
         raise LockMismatch(
             f"operator code changed since the run began: {'; '.join(changed[:3])}", where=where
@@ -188,3 +207,17 @@ def certified_code(recipe_lock: Path) -> dict[str, Any]:
         "evaluator": evaluator_identity(engine, ENGINES[engine][1]),
         "gate": (lock.get("operators") or {}).get("gate"),
     }
+
+
+def certificate_problems(
+    locked: dict[str, Any] | None, certified: list[tuple[str, Any]]
+) -> list[str]:
+    """Certificates (``(label, predicate.code)``) whose gate code is not the locked gate's."""
+    gate = (locked or {}).get("gate")
+    if gate is None:
+        return []
+    return [
+        f"{label}: its certificate names other gate code than the recipe lock"
+        for label, code in certified
+        if code is not None and code.get("gate") != gate
+    ]

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
+from rsiframe import opcode
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.digest import sha256_json
@@ -211,7 +212,11 @@ def verify(
     checks.add("state", f"{len(st.candidates)} candidates", other)
     checks.add("certificates", f"{st.records} certificates verified and bound", cert_problems)
     checks.add("locks", "recipe, task and evaluator locks", lock_problems(paths, st))
-    checks.add("operators", "operator code on disk matches the lock", operator_drift(paths))
+    checks.add(
+        "operators",
+        "operator code on disk and in certificates matches the lock",
+        operator_drift(paths) + _operator_lock_problems(paths, st, events[0].data),
+    )
     drifted, why_not = task_drift(paths, tasks_root)
     if why_not:
         checks.skip(("tasks",), why_not)
@@ -288,6 +293,25 @@ def _evaluator_lock_problems(paths: RunPaths, st: RunState, spec: dict[str, Any]
     if evaluator.get("isolation") != st.isolation:
         problems.append("evaluator.lock.json isolation differs from the run's")
     return problems
+
+
+def _operator_lock_problems(
+    paths: RunPaths, st: RunState, run_started: dict[str, Any]
+) -> list[str]:
+    """The operator lock against what run_started signed, and every certificate's gate code."""
+    try:
+        locked = paths.read_json(paths.recipe_lock).get("operators")
+    except RsiError:
+        return []  # the locks check reports an unreadable lock
+    certified = [
+        (f"{c.id} {split} #{a.attempt}", a.record.predicate.code)
+        for c in st.candidates.values()
+        for split, attempts in c.attempts.items()
+        for a in attempts
+        if a.record is not None
+    ]
+    problems = opcode.signed_lock_problems(locked, run_started)
+    return problems + opcode.certificate_problems(locked, certified)
 
 
 def _task_lock_problems(paths: RunPaths, st: RunState) -> list[str]:

@@ -86,6 +86,19 @@ def test_resume_refuses_an_edited_gate_file(mini: Mini) -> None:
     for name in ("chain", "signatures", "certificates", "locks", "tasks"):
         assert checks[name]["status"] == "ok", checks[name]
 
+    # editing the lock to fit the new code does not help: run_started signed its digest
+    lock_path = out / "recipe.lock.json"
+    original = lock_path.read_text()
+    forged = json.loads(original)
+    forged["operators"]["gate"]["sha256"] = sha256_bytes(gates.read_bytes())
+    lock_path.write_text(json.dumps(forged))
+    res = cli("resume", out, "--quiet")
+    assert res.exit_code == 2
+    assert "operator identities differ from those the run signed at start" in res.stderr
+    checks = {c["name"]: c for c in json.loads(cli("verify", out, "--json").stdout)["checks"]}
+    assert any("signed at start" in p for p in checks["operators"]["problems"])
+    lock_path.write_text(original)
+
     gates.write_text(GATE)  # the locked code back: resume goes on, verify is clean
     res = cli("resume", out, "--quiet")
     assert res.exit_code == 0, res.stderr
@@ -183,3 +196,16 @@ def test_task_drift_is_its_own_check_in_status_and_verify(mini: Mini) -> None:
     # archive integrity still holds
     for name in ("chain", "signatures", "certificates", "locks", "evidence"):
         assert checks[name]["status"] == "ok", checks[name]
+
+
+def test_certificate_and_signed_lock_checks() -> None:
+    gate = {"ref": "g", "kind": "file", "file": "/x/g.py", "sha256": "a"}
+    other = {**gate, "sha256": "b"}
+    certified = [("c1 gate #1", {"gate": gate}), ("c2 gate #1", {"gate": other}), ("c3", None)]
+    assert opcode.certificate_problems({"gate": gate}, certified) == [
+        "c2 gate #1: its certificate names other gate code than the recipe lock"
+    ]
+    signed = {"operators_digest": opcode.lock_digest({"gate": gate})}
+    assert opcode.signed_lock_problems({"gate": gate}, signed) == []
+    assert opcode.signed_lock_problems({"gate": other}, signed)
+    assert opcode.signed_lock_problems({"gate": other}, {}) == []  # a run from before the lock
