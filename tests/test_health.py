@@ -125,3 +125,12 @@ def test_failures_analysis_quotes_the_verifier(mini: Mini) -> None:
     assert examples
     # the mini verifier says `need <i> got <level> reward 0`
     assert all(e["verifier"].startswith("need ") and " got " in e["verifier"] for e in examples)
+
+
+def test_the_progress_output_says_so(mini: Mini) -> None:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--set",
+              'evaluator.config.agent=python3 "$RSI_CANDIDATE/agnt.py"')  # fmt: skip
+    assert res.exit_code == 1
+    said = " ".join(res.stderr.split())
+    assert f"c0000 train: 4/4 tasks errored: {health.EXITED_EARLY} (4)" in said
