@@ -16,20 +16,6 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SLOTS = (
-    "select",
-    "rollout",
-    "analyze",
-    "mutate",
-    "validate",
-    "novelty",
-    "gate",
-    "record",
-    "reflect",
-)
-REQUIRED_SLOTS = ("select", "rollout", "mutate", "gate", "record")
-OPTIONAL_SLOTS = ("analyze", "validate", "novelty", "reflect")
-
 
 class InformationFlowError(Exception):
     """An operator asked for something its slot may not see (sealed scores, gate detail).
@@ -69,10 +55,6 @@ _COMMON = frozenset(
         "artifacts",
     }
 )
-#: What each slot may read. Train trajectories and per-task train rewards, gate
-#: aggregate scores; per-task gate rewards only with the recipe's
-#: ``information: {gate_detail: true}`` (:data:`GATE_DETAIL`); sealed results never.
-INFORMATION: dict[str, frozenset[str]] = dict.fromkeys(SLOTS, _COMMON)
 #: what ``information.gate_detail: true`` adds for every slot
 GATE_DETAIL = frozenset({"rewards:gate"})
 
@@ -81,7 +63,8 @@ def may_read(slot: str | None, what: str, *, gate_detail: bool = False) -> bool:
     """Whether ``slot`` (None: the engine's own view for tests) may read ``what``."""
     if what.endswith(":sealed"):
         return False
-    allowed = INFORMATION.get(slot or "", _COMMON)
+    spec = SLOT_TABLE.get(slot or "")
+    allowed = spec.reads if spec is not None else _COMMON
     return what in allowed or (gate_detail and what in GATE_DETAIL)
 
 
@@ -372,17 +355,43 @@ class ReflectOperator(Operator):
         raise NotImplementedError
 
 
-SLOT_BASES: dict[str, type[Operator]] = {
-    cls.slot: cls
-    for cls in (
-        SelectOperator,
-        RolloutOperator,
-        AnalyzeOperator,
-        MutateOperator,
-        ValidateOperator,
-        NoveltyOperator,
-        GateOperator,
-        RecordOperator,
-        ReflectOperator,
+# -- the slot table --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """One lifecycle slot: everything the framework knows about it, in one row."""
+
+    name: str
+    base: type[Operator]  # the class an operator for this slot subclasses
+    method: str  # the method the engine calls on it
+    result: type[Result]  # what that method returns
+    required: bool  # a recipe must fill it
+    #: what the slot's operators may read through their :class:`RunView` (``READS``);
+    #: per-task gate rewards only with ``information: {gate_detail: true}``; sealed never
+    reads: frozenset[str]
+    candidate_code: bool = False  # a candidate's own code may fill it (``candidate:``)
+
+
+#: Every slot, in lifecycle order. The one source: the recipe schema, the registry, the
+#: engine, the untrusted-operator contract and the viewer all read this table.
+SLOT_TABLE: dict[str, SlotSpec] = {
+    s.name: s
+    for s in (
+        SlotSpec("select", SelectOperator, "select", Selection, True, _COMMON),
+        SlotSpec("rollout", RolloutOperator, "rollout", Rollout, True, _COMMON),
+        SlotSpec("analyze", AnalyzeOperator, "analyze", Analysis, False, _COMMON, True),
+        SlotSpec("mutate", MutateOperator, "mutate", Mutation, True, _COMMON, True),
+        SlotSpec("validate", ValidateOperator, "validate", Check, False, _COMMON, True),
+        SlotSpec("novelty", NoveltyOperator, "novelty", Check, False, _COMMON, True),
+        SlotSpec("gate", GateOperator, "gate", GateDecision, True, _COMMON),
+        SlotSpec("record", RecordOperator, "record", Notes, True, _COMMON),
+        SlotSpec("reflect", ReflectOperator, "reflect", Reflection, False, _COMMON),
     )
 }
+# views of the table (not copies): names in order, required first for recipe checks
+SLOTS: tuple[str, ...] = tuple(SLOT_TABLE)
+REQUIRED_SLOTS = tuple(n for n, s in SLOT_TABLE.items() if s.required)
+OPTIONAL_SLOTS = tuple(n for n, s in SLOT_TABLE.items() if not s.required)
+SLOT_BASES: dict[str, type[Operator]] = {n: s.base for n, s in SLOT_TABLE.items()}
+INFORMATION: dict[str, frozenset[str]] = {n: s.reads for n, s in SLOT_TABLE.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rsiframe.recipe import Budget
+from rsiframe.schema import Budget
 from rsiframe.state import RunState
 
 #: evaluations a child needs (train and gate) and one kept for the champion's sealed anchor

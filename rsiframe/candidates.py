@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -31,6 +32,8 @@ from rsiframe.gittree import (
 )
 
 _IDENT = "rsiframe <rsiframe@localhost>"
+#: verified exports kept in the export folder (admitted ones are reused as parents)
+KEEP_EXPORTS = 16
 CANDIDATE_REFS = "refs/rsiframe/candidates"
 REJECTED_REFS = "refs/rsiframe/rejected"
 
@@ -42,7 +45,8 @@ class ExportMismatch(Exception):
 class CandidateRepo:
     """A bare git repository owned by one run."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, exports: Path | None = None) -> None:
+        """``exports``: where :meth:`verified_export` keeps exported trees (a run's work folder)."""
         try:
             self.repo = git.Repo(path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
@@ -50,11 +54,13 @@ class CandidateRepo:
         self.path = path
         self._flat: dict[str, FlatTree] = {}
         self._trees: dict[str, str] = {}
+        self.exports = exports
+        self._exporting = threading.Lock()
 
     @classmethod
-    def create(cls, path: Path) -> CandidateRepo:
+    def create(cls, path: Path, exports: Path | None = None) -> CandidateRepo:
         git.Repo.init(path, bare=True)
-        return cls(path)
+        return cls(path, exports)
 
     def close(self) -> None:
         self.repo.close()
@@ -194,6 +200,32 @@ class CandidateRepo:
                 f"export of {commit[:12]} hashes to {got.tree_sha[:12]}, expected {expected[:12]}"
             )
         return expected
+
+    # -- the export cache ------------------------------------------------------
+
+    def verified_export(self, name: str, commit: str, tree: str) -> Path:
+        """The commit's tree under ``exports/name``: exported once, and re-hashed against
+        ``tree`` before every reuse (an altered export is exported again). Keeps the
+        :data:`KEEP_EXPORTS` newest."""
+        assert self.exports is not None, "this repository has no export folder"
+        with self._exporting:
+            dest = self.exports / name
+            if dest.is_dir():
+                got = snapshot(dest, ignore=())
+                if not got.problems and got.tree_sha == tree:
+                    return dest
+            fresh_dir(dest)
+            self.export(commit, dest)
+            kept = sorted(dest.parent.iterdir(), key=lambda p: p.stat().st_mtime)
+            for old in kept[:-KEEP_EXPORTS]:
+                shutil.rmtree(old, ignore_errors=True)
+            return dest
+
+    def drop_export(self, name: str) -> None:
+        """Forget one export (a declined candidate will not be a parent)."""
+        if self.exports is not None:
+            with self._exporting:
+                shutil.rmtree(self.exports / name, ignore_errors=True)
 
 
 def fresh_dir(path: Path) -> Path:

@@ -21,17 +21,15 @@ import traceback
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rsiframe.api import (
-    SLOT_BASES,
+    SLOT_TABLE,
     Analysis,
     AnalyzeContext,
     CandidateView,
-    Check,
     InformationFlowError,
     MutateContext,
-    Mutation,
     NoveltyContext,
     Result,
     Rollout,
@@ -43,10 +41,7 @@ SCHEMA_VERSION = 1
 SOURCE_INSIDE = "/rsi/source"
 #: slots a candidate's own code may fill, and the result model each returns
 RESULTS: dict[str, type[Result]] = {
-    "analyze": Analysis,
-    "mutate": Mutation,
-    "validate": Check,
-    "novelty": Check,
+    name: spec.result for name, spec in SLOT_TABLE.items() if spec.candidate_code
 }
 
 
@@ -80,7 +75,7 @@ class Request(_Model):
     """Everything an untrusted operator call gets: only what its slot's view allows."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    slot: Literal["analyze", "mutate", "validate", "novelty"]
+    slot: str  # one of RESULTS (checked below)
     path: str  # the operator file, relative to the candidate tree
     source: str = SOURCE_INSIDE  # where the candidate tree is mounted (read-only)
     class_name: str
@@ -102,6 +97,13 @@ class Request(_Model):
     tree: str | None = None
     trees: list[str] = Field(default_factory=list)
     workdir: str | None = None
+
+    @field_validator("slot")
+    @classmethod
+    def _candidate_slot(cls, slot: str) -> str:
+        if slot not in RESULTS:
+            raise ValueError(f"a candidate's own code may fill only {', '.join(RESULTS)}")
+        return slot
 
 
 class Violation(_Model):
@@ -192,7 +194,7 @@ def _load(req: Request) -> type:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     cls = getattr(module, req.class_name, None)
-    base = SLOT_BASES[req.slot]
+    base = SLOT_TABLE[req.slot].base
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise TypeError(f"{req.path}:{req.class_name} is not a {req.slot} operator")
     return cls

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from rsiframe import health
 from rsiframe.archive import Event
-from rsiframe.engine import Progress as ProgressSink
+from rsiframe.opcall import Progress as ProgressSink
 from rsiframe.state import RunState
 
 

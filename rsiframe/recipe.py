@@ -12,121 +12,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
 
 from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
 from rsiframe.digest import sha256_json
 from rsiframe.errors import RecipeError
 from rsiframe.evaluator import ENGINES
-from rsiframe.gittree import DEFAULT_IGNORE
 from rsiframe.overrides import absolutize, labelled, merge, overrides, run_label
 from rsiframe.registry import resolve
+from rsiframe.schema import Recipe
 from rsiframe.validation import first_error
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SlotSpec(_Strict):
-    operator: str = Field(description="operator name, module:Class or path/file.py:Class")
-    config: dict[str, Any] = Field(default_factory=dict)
-
-
-class SplitSpec(_Strict):
-    train: list[str] | None = None
-    gate: list[str] | None = None
-    sealed: list[str] | None = None
-    ratios: dict[Literal["train", "gate", "sealed"], float] | None = None
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> SplitSpec:
-        lists = [self.train, self.gate, self.sealed]
-        if self.ratios is not None and any(x is not None for x in lists):
-            raise ValueError("give either explicit train/gate/sealed lists or ratios, not both")
-        if self.ratios is None and any(x is not None for x in lists) and None in lists:
-            raise ValueError("explicit splits need all of train, gate and sealed")
-        ratios = self.ratios or {}
-        if any(v < 0 for v in ratios.values()) or sum(ratios.values()) > 1.0001:
-            raise ValueError("ratios must be non-negative and sum to at most 1")
-        return self
-
-    def lists(self) -> dict[str, list[str]] | None:
-        if self.train is None:
-            return None
-        return {"train": self.train, "gate": self.gate or [], "sealed": self.sealed or []}
-
-
-class TasksSpec(_Strict):
-    path: Path
-    split: SplitSpec = Field(
-        default_factory=lambda: SplitSpec(ratios={"train": 0.5, "gate": 0.3, "sealed": 0.2})
-    )
-
-
-class SurfaceSpec(_Strict):
-    include: list[str] = Field(min_length=1, description="globs a mutation may change")
-    exclude: list[str] = Field(default_factory=list)
-    ignore: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_IGNORE), description="paths never committed (caches)"
-    )
-
-
-class EvaluatorSpec(_Strict):
-    engine: str = "local"
-    config: dict[str, Any] = Field(default_factory=dict)
-
-
-class Slots(_Strict):
-    select: SlotSpec
-    rollout: SlotSpec
-    mutate: SlotSpec
-    gate: SlotSpec
-    record: SlotSpec
-    analyze: SlotSpec | None = None
-    validate_: SlotSpec | None = Field(None, alias="validate")
-    novelty: SlotSpec | None = None
-    reflect: SlotSpec | None = None
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    def get(self, slot: str) -> SlotSpec | None:
-        return getattr(self, "validate_" if slot == "validate" else slot)
-
-
-class Budget(_Strict):
-    """Limits; ``null`` means unlimited. Checked before every costly action."""
-
-    max_generations: int | None = Field(10, ge=0)
-    max_candidates: int | None = Field(None, ge=0)
-    max_evaluations: int | None = Field(None, ge=0)
-    max_wall_seconds: float | None = Field(None, gt=0)
-    max_model_tokens: int | None = Field(None, ge=0)
-    max_cost: float | None = Field(None, ge=0)
-
-
-class InformationSpec(_Strict):
-    """What operators may see beyond the default view (see rsiframe.api.INFORMATION)."""
-
-    gate_detail: bool = Field(False, description="per-task gate rewards for every slot")
-
-
-class Recipe(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\[\]\s]*\])?$")
-    description: str = ""
-    seed: Path
-    tasks: TasksSpec
-    surface: SurfaceSpec
-    evaluator: EvaluatorSpec
-    slots: Slots
-    budget: Budget = Field(default_factory=Budget)
-    children_per_generation: int = Field(4, ge=1)
-    random_seed: int = 0
-    information: InformationSpec = Field(default_factory=InformationSpec)
 
 
 @dataclass

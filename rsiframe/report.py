@@ -13,7 +13,7 @@ from rsiframe import health
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
 from rsiframe.loader import LoadedRun
-from rsiframe.recipe import Budget
+from rsiframe.schema import Budget
 from rsiframe.state import CANDIDATE_STATES, Candidate, RunState
 
 

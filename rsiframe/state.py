@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rsiframe import events as E
 from rsiframe.archive import Event
 from rsiframe.errors import ArchiveCorrupt
 from rsiframe.records import CertifiedRecord, parse_statement
@@ -157,28 +158,32 @@ class RunState:
     # -- folding ---------------------------------------------------------------------
 
     def apply(self, ev: Event) -> None:
-        handler = getattr(self, "_on_" + ev.type, None)
-        if handler is None:
-            raise ArchiveCorrupt(f"event {ev.seq}: unknown event type {ev.type!r}")
+        """Fold one event: its data must parse as the model of its type (``events.py``)."""
         try:
-            handler(ev, ev.data)
+            d = E.parse(ev.type, ev.data)
+        except E.UnknownEvent as exc:
+            raise ArchiveCorrupt(f"event {ev.seq}: {exc}") from exc
+        except ValueError as exc:
+            raise ArchiveCorrupt(f"event {ev.seq} ({ev.type}) is malformed: {exc!r}") from exc
+        try:
+            getattr(self, "_on_" + ev.type)(ev, d)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ArchiveCorrupt(f"event {ev.seq} ({ev.type}) is malformed: {exc!r}") from exc
         self.last_ts = ev.ts
 
-    def _on_run_started(self, ev: Event, d: dict[str, Any]) -> None:
-        self.run_id = d["run_id"]
-        self.name = d["name"]
-        self.recipe_digest = d["recipe_digest"]
-        self.taskset_fingerprint = d["taskset_fingerprint"]
-        self.evaluator_fingerprint = d["evaluator_fingerprint"]
-        self.isolation = d["isolation"]
-        self.seed_commit, self.seed_tree = d["seed_commit"], d["seed_tree"]
+    def _on_run_started(self, ev: Event, d: E.RunStarted) -> None:
+        self.run_id = d.run_id
+        self.name = d.name
+        self.recipe_digest = d.recipe_digest
+        self.taskset_fingerprint = d.taskset_fingerprint
+        self.evaluator_fingerprint = d.evaluator_fingerprint
+        self.isolation = d.isolation
+        self.seed_commit, self.seed_tree = d.seed_commit, d.seed_tree
         self.started_at = ev.ts
-        if d["keyid"] != self.verifier.keyid:
+        if d.keyid != self.verifier.keyid:
             self.problems.append("run_started names a different key than pubkey.pem")
 
-    def _on_session_started(self, ev: Event, d: dict[str, Any]) -> None:
+    def _on_session_started(self, ev: Event, d: E.SessionStarted) -> None:
         self._close_session()
         self.session_start = ev.ts
         self.terminal = None
@@ -188,120 +193,118 @@ class RunState:
             self.wall_closed += max(0.0, self.last_ts - self.session_start)
             self.session_start = None
 
-    def _on_generation_started(self, ev: Event, d: dict[str, Any]) -> None:
-        self.generation = d["generation"]
+    def _on_generation_started(self, ev: Event, d: E.GenerationStarted) -> None:
+        self.generation = d.generation
 
-    def _on_candidate_proposed(self, ev: Event, d: dict[str, Any]) -> None:
-        c = Candidate(
-            id=d["id"], parent=d["parent"], generation=d["generation"], index=len(self.candidates)
-        )
+    def _on_candidate_proposed(self, ev: Event, d: E.CandidateProposed) -> None:
+        c = Candidate(id=d.id, parent=d.parent, generation=d.generation, index=len(self.candidates))
         self.candidates[c.id] = c
         self.proposed_in[c.generation] = self.proposed_in.get(c.generation, 0) + 1
 
-    def _on_rollout_done(self, ev: Event, d: dict[str, Any]) -> None:
-        self.candidates[d["id"]].rollout = d["rollout"]
+    def _on_rollout_done(self, ev: Event, d: E.RolloutDone) -> None:
+        self.candidates[d.id].rollout = d.rollout
 
-    def _on_analysis_done(self, ev: Event, d: dict[str, Any]) -> None:
-        self.candidates[d["id"]].analysis = d["analysis"]
+    def _on_analysis_done(self, ev: Event, d: E.AnalysisDone) -> None:
+        self.candidates[d.id].analysis = d.analysis
 
-    def _on_candidate_mutated(self, ev: Event, d: dict[str, Any]) -> None:
-        c = self.candidates[d["id"]]
-        c.commit, c.tree, c.parent_commit = d["commit"], d["tree"], d.get("parent_commit")
-        c.description = d.get("description", "")
-        c.changes = d.get("changes", [])
+    def _on_candidate_mutated(self, ev: Event, d: E.CandidateMutated) -> None:
+        c = self.candidates[d.id]
+        c.commit, c.tree, c.parent_commit = d.commit, d.tree, d.parent_commit
+        c.description = d.description
+        c.changes = list(d.changes)
 
-    def _on_candidate_rejected(self, ev: Event, d: dict[str, Any]) -> None:
-        self.candidates[d["id"]].rejected = d
+    def _on_candidate_rejected(self, ev: Event, d: E.CandidateRejected) -> None:
+        self.candidates[d.id].rejected = E.payload(d)
 
-    def _on_candidate_abandoned(self, ev: Event, d: dict[str, Any]) -> None:
-        self.candidates[d["id"]].abandoned = d.get("reason", "")
+    def _on_candidate_abandoned(self, ev: Event, d: E.CandidateAbandoned) -> None:
+        self.candidates[d.id].abandoned = d.reason
 
-    def _on_evaluation_started(self, ev: Event, d: dict[str, Any]) -> None:
-        c = self.candidates[d["id"]]
-        c.attempts.setdefault(d["split"], []).append(Attempt(d["split"], d["attempt"], "running"))
+    def _on_evaluation_started(self, ev: Event, d: E.EvaluationStarted) -> None:
+        c = self.candidates[d.id]
+        c.attempts.setdefault(d.split, []).append(Attempt(d.split, d.attempt, "running"))
         self.evaluations += 1
 
-    def _attempt(self, d: dict[str, Any]) -> Attempt | None:
-        c = self.candidates.get(d["id"])
-        for a in c.attempts.get(d["split"], []) if c else []:
-            if a.attempt == d["attempt"]:
+    def _attempt(self, d: E.AttemptEvent) -> Attempt | None:
+        c = self.candidates.get(d.id)
+        for a in c.attempts.get(d.split, []) if c else []:
+            if a.attempt == d.attempt:
                 return a
         return None
 
-    def _on_evaluation_certified(self, ev: Event, d: dict[str, Any]) -> None:
+    def _on_evaluation_certified(self, ev: Event, d: E.EvaluationCertified) -> None:
         self.records += 1
         a = self._attempt(d)
-        where = f"event {ev.seq} ({d.get('id')}/{d.get('split')}#{d.get('attempt')})"
+        where = f"event {ev.seq} ({d.id}/{d.split}#{d.attempt})"
         if a is None:
             self.problems.append(f"{where}: certificate for an evaluation that never started")
             return
         try:
-            rec = parse_statement(self.verifier.open(d["envelope"]))
+            rec = parse_statement(self.verifier.open(d.envelope))
         except (BadSignature, ValueError, KeyError) as exc:
             a.status, a.error = "invalid", f"certificate rejected: {exc}"
             self.problems.append(f"{where}: {a.error}")
             return
-        problem = self._binding_problem(self.candidates[d["id"]], d, rec)
+        problem = self._binding_problem(self.candidates[d.id], d, rec)
         if problem:
             a.status, a.error = "invalid", f"certificate rejected: {problem}"
             self.problems.append(f"{where}: {a.error}")
             return
         a.status, a.record = "certified", rec
 
-    def _binding_problem(self, c: Candidate, d: dict[str, Any], rec: CertifiedRecord) -> str:
+    def _binding_problem(self, c: Candidate, d: E.EvaluationCertified, rec: CertifiedRecord) -> str:
         p = rec.predicate
         checks = [
             (p.run_id == self.run_id, "bound to another run"),
             (p.candidate == c.id, f"bound to candidate {p.candidate}"),
             (rec.commit == c.commit and rec.tree == c.tree, "bound to another commit"),
             (p.parent_commit == c.parent_commit, "bound to another parent"),
-            (p.split == d["split"] and p.attempt == d["attempt"], "bound to another evaluation"),
+            (p.split == d.split and p.attempt == d.attempt, "bound to another evaluation"),
             (p.recipe_digest == self.recipe_digest, "recipe digest differs"),
             (p.evaluator_fingerprint == self.evaluator_fingerprint, "evaluator differs"),
             (p.taskset_fingerprint == self.taskset_fingerprint, "task set differs"),
         ]
         return next((why for ok, why in checks if not ok), "")
 
-    def _on_task_finished(self, ev: Event, d: dict[str, Any]) -> None:
+    def _on_task_finished(self, ev: Event, d: E.TaskFinished) -> None:
         pass  # evidence only: scores come from certificates
 
-    def _on_evaluation_failed(self, ev: Event, d: dict[str, Any]) -> None:
+    def _on_evaluation_failed(self, ev: Event, d: E.EvaluationFailed) -> None:
         a = self._attempt(d)
         if a is not None:
-            a.status, a.error = "failed", d.get("error", "")
+            a.status, a.error = "failed", d.error
 
-    def _on_evaluation_interrupted(self, ev: Event, d: dict[str, Any]) -> None:
+    def _on_evaluation_interrupted(self, ev: Event, d: E.EvaluationInterrupted) -> None:
         a = self._attempt(d)
         if a is not None:
             a.status = "interrupted"
 
-    def _on_candidate_gated(self, ev: Event, d: dict[str, Any]) -> None:
-        self.candidates[d["id"]].decision = {"admit": d["admit"], "reason": d["reason"]}
+    def _on_candidate_gated(self, ev: Event, d: E.CandidateGated) -> None:
+        self.candidates[d.id].decision = {"admit": d.admit, "reason": d.reason}
 
-    def _on_candidate_recorded(self, ev: Event, d: dict[str, Any]) -> None:
-        c = self.candidates[d["id"]]
-        c.notes, c.recorded = d.get("notes"), True
+    def _on_candidate_recorded(self, ev: Event, d: E.CandidateRecorded) -> None:
+        c = self.candidates[d.id]
+        c.notes, c.recorded = d.notes, True
 
-    def _on_generation_reflected(self, ev: Event, d: dict[str, Any]) -> None:
-        self.reflected[d["generation"]] = d["lessons"]
-        self.lessons_digest = d["lessons"]
+    def _on_generation_reflected(self, ev: Event, d: E.GenerationReflected) -> None:
+        self.reflected[d.generation] = d.lessons
+        self.lessons_digest = d.lessons
 
-    def _on_information_flow_violation(self, ev: Event, d: dict[str, Any]) -> None:
-        self.violations.append({"seq": ev.seq, **d})
+    def _on_information_flow_violation(self, ev: Event, d: E.InformationFlowViolation) -> None:
+        self.violations.append({"seq": ev.seq, **E.payload(d)})
 
-    def _on_model_built(self, ev: Event, d: dict[str, Any]) -> None:
-        self.candidates[d["id"]].model = d["model"]
+    def _on_model_built(self, ev: Event, d: E.ModelBuilt) -> None:
+        self.candidates[d.id].model = d.model
 
-    def _on_usage(self, ev: Event, d: dict[str, Any]) -> None:
-        self.tokens += int(d.get("tokens", 0))
-        self.cost += float(d.get("cost", 0.0))
+    def _on_usage(self, ev: Event, d: E.UsageSpent) -> None:
+        self.tokens += d.tokens
+        self.cost += d.cost
 
-    def _on_run_interrupted(self, ev: Event, d: dict[str, Any]) -> None:
-        self.terminal = {"state": "interrupted", **d}
+    def _on_run_interrupted(self, ev: Event, d: E.RunInterrupted) -> None:
+        self.terminal = {"state": "interrupted", **E.payload(d)}
         self._close_session()
 
-    def _on_run_finished(self, ev: Event, d: dict[str, Any]) -> None:
-        self.terminal = dict(d)
+    def _on_run_finished(self, ev: Event, d: E.RunFinished) -> None:
+        self.terminal = E.payload(d)
         self._close_session()
 
     # -- queries ---------------------------------------------------------------------

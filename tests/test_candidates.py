@@ -298,3 +298,24 @@ def test_rejected_refs_namespace(tmp_path: Path, repo: CandidateRepo) -> None:
     seed = _make_seed(tmp_path / "seed")
     c0 = repo.commit(repo.store(snapshot(seed)), None, "seed", f"{REJECTED_REFS}/c0007")
     assert _git(tmp_path / "repo.git", "rev-parse", f"{REJECTED_REFS}/c0007") == c0
+
+
+def test_verified_export_is_reused_rechecked_and_bounded(tmp_path: Path) -> None:
+    repo = CandidateRepo.create(tmp_path / "repo.git", tmp_path / "exports")
+    seed = _make_seed(tmp_path / "seed")
+    snap = snapshot(seed)
+    c0 = repo.commit(repo.store(snap), None, "seed", _ref(0))
+    first = repo.verified_export("c0000", c0, snap.tree_sha)
+    marker = (first / "config.yaml").stat().st_mtime_ns
+    assert repo.verified_export("c0000", c0, snap.tree_sha) == first  # reused as it is
+    assert (first / "config.yaml").stat().st_mtime_ns == marker
+    (first / "config.yaml").write_text("level: 99\n")  # an altered export is not reused
+    again = repo.verified_export("c0000", c0, snap.tree_sha)
+    assert (again / "config.yaml").read_text() == "level: 1\n"
+    assert snapshot(again).tree_sha == snap.tree_sha
+    for i in range(1, candidates_mod.KEEP_EXPORTS + 3):
+        repo.verified_export(f"c{i:04d}", c0, snap.tree_sha)
+    assert len(list((tmp_path / "exports").iterdir())) == candidates_mod.KEEP_EXPORTS
+    repo.drop_export(f"c{candidates_mod.KEEP_EXPORTS + 2:04d}")
+    assert len(list((tmp_path / "exports").iterdir())) == candidates_mod.KEEP_EXPORTS - 1
+    repo.close()

@@ -16,12 +16,21 @@ READ_SIDE = {
     "rsiframe.errors",
     "rsiframe.gittree",
     "rsiframe.loader",
-    "rsiframe.recipe",
+    "rsiframe.schema",
+    "rsiframe.api",
     "rsiframe.records",
     "rsiframe.report",
     "rsiframe.runfolder",
     "rsiframe.signing",
     "rsiframe.state",
+}
+#: what the read side may pull in below it (leaves); never the evaluator, builds,
+#: serving, the sandbox, the engine or operator loading
+BELOW_READ_SIDE = {
+    "rsiframe.events",
+    "rsiframe.faults",
+    "rsiframe.keys",
+    "rsiframe.surface",
 }
 
 
@@ -47,6 +56,25 @@ def test_viewer_imports_only_the_read_side() -> None:
         }
         modules = {m for m in inner if m in READ_SIDE or m.rsplit(".", 1)[0] in READ_SIDE}
         assert inner == modules, f"{p.relative_to(REPO)} imports {sorted(inner - modules)}"
+
+
+def test_the_viewer_reaches_only_the_read_side_transitively() -> None:
+    from test_architecture import closure
+
+    reached = {
+        m
+        for m in closure(sorted((REPO / "viewer").rglob("*.py")))
+        if not m.startswith("rsiframe.viewer")
+    }
+    assert reached <= READ_SIDE | BELOW_READ_SIDE, sorted(reached - READ_SIDE - BELOW_READ_SIDE)
+    assert not reached & {
+        "rsiframe.evaluator",
+        "rsiframe.build",
+        "rsiframe.serving",
+        "rsiframe.sandbox",
+        "rsiframe.recipe",
+        "rsiframe.engine",
+    }
 
 
 def test_nothing_but_the_cli_imports_the_viewer() -> None:

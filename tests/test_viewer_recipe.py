@@ -7,7 +7,8 @@ import io
 
 from rich.console import Console
 
-from rsiframe.viewer.widgets.recipe_summary import SLOT_ORDER, recipe_table
+from rsiframe.api import SLOTS
+from rsiframe.viewer.widgets.recipe_summary import recipe_table
 
 RECIPE = {
     "slots": {
@@ -30,7 +31,7 @@ def test_slot_names_survive_every_width() -> None:
         console = Console(width=width, file=io.StringIO(), record=True)
         console.print(recipe_table(RECIPE, "r.yaml", width))
         lines = console.export_text().splitlines()
-        slots = [s for s in SLOT_ORDER if s in RECIPE["slots"]]
+        slots = [s for s in SLOTS if s in RECIPE["slots"]]
         for slot, line in zip(slots, lines, strict=False):
             assert line.startswith(f"{slot} "), (width, line)
         assert lines[0][9:].startswith("select.py:Rank"), (width, lines[0])

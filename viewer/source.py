@@ -24,8 +24,8 @@ from rsiframe.archive import GENESIS, Event, parse_line
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import ArchiveCorrupt
 from rsiframe.loader import open_verifier, require_signed
-from rsiframe.recipe import Budget
 from rsiframe.runfolder import RunPaths, is_live
+from rsiframe.schema import Budget
 from rsiframe.state import Candidate, RunState
 
 CHUNK_BYTES = 1 << 20

@@ -9,17 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widget import Widget
 
-SLOT_ORDER = (
-    "select",
-    "rollout",
-    "analyze",
-    "mutate",
-    "validate",
-    "novelty",
-    "gate",
-    "record",
-    "reflect",
-)
+from rsiframe.api import SLOTS
 
 SLOT_WIDTH = 8  # the longest row label: "validate", "surface", "reflect"
 
@@ -54,7 +44,7 @@ def recipe_table(recipe: dict[str, Any], source: str = "", width: int = 80) -> T
         table.add_column(style="dim", no_wrap=True, overflow="ellipsis")
     slots = recipe.get("slots") or {}
     config_width = max(8, width - SLOT_WIDTH - op_width - 2)
-    for slot in SLOT_ORDER:
+    for slot in SLOTS:
         spec = slots.get(slot)
         if not spec:
             continue

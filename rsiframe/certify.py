@@ -1,0 +1,75 @@
+"""Certify: a finished evaluation becomes one signed record, the only way scores are made.
+
+The evaluation itself (:mod:`rsiframe.evaluation`) may run anywhere; only the
+process holding the run's key calls :func:`certify`, and the record binds the run,
+the candidate's commit, tree and parent, the recipe, the evaluator and the task set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rsiframe import __version__
+from rsiframe.events import EvaluationCertified
+from rsiframe.records import EvaluationPredicate, aggregate, make_statement
+from rsiframe.signing import Signer
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What every record of a run binds besides the candidate (from ``run_started``)."""
+
+    run_id: str
+    recipe_digest: str
+    evaluator_fingerprint: str
+    taskset_fingerprint: str
+    isolation: str
+    #: the evaluator's and the gate's code identity, as locked (rsiframe.opcode)
+    code: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class FinishedEvaluation:
+    """One attempt's results on one split, as the evaluation returns them."""
+
+    candidate: str
+    commit: str
+    tree: str
+    parent_commit: str | None
+    split: str
+    attempt: int
+    rewards: dict[str, float]
+    errors: dict[str, str]
+    trajectories: dict[str, str]
+    model: dict[str, Any] | None
+    started_at: float
+    finished_at: float
+
+
+def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> EvaluationCertified:
+    """The signed ``evaluation_certified`` event of a finished evaluation."""
+    predicate = EvaluationPredicate(
+        run_id=binding.run_id,
+        candidate=done.candidate,
+        parent_commit=done.parent_commit,
+        recipe_digest=binding.recipe_digest,
+        evaluator_fingerprint=binding.evaluator_fingerprint,
+        taskset_fingerprint=binding.taskset_fingerprint,
+        split=done.split,
+        attempt=done.attempt,
+        rewards=done.rewards,
+        errors=done.errors,
+        trajectories=done.trajectories,
+        score=aggregate(done.rewards),
+        isolation=binding.isolation,
+        model=done.model,
+        code=binding.code,
+        framework_version=__version__,
+        started_at=done.started_at,
+        finished_at=done.finished_at,
+    )
+    envelope = signer.sign(make_statement(done.commit, done.tree, predicate))
+    return EvaluationCertified(
+        id=done.candidate, split=done.split, attempt=done.attempt, envelope=envelope
+    )

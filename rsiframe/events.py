@@ -1,0 +1,257 @@
+"""Every event type of ``events.jsonl``, one pydantic model each (the bottom layer).
+
+The engine appends only these models (:func:`payload`) and ``state.py`` folds only
+these (:func:`parse`). Each type has exactly one key set: optional keys have
+defaults, so lines of older archives that lack them still parse, while a key no
+model declares makes the line malformed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EventData(BaseModel):
+    """The ``data`` of one event; ``type`` is the event's name in the archive."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: ClassVar[str] = ""
+
+
+class AttemptEvent(EventData):
+    """An event about one evaluation attempt: candidate, split, attempt number."""
+
+    id: str
+    split: str
+    attempt: int
+
+
+# -- the run and its sessions ---------------------------------------------------------
+
+
+class RunStarted(EventData):
+    type = "run_started"
+    run_id: str
+    name: str
+    recipe_digest: str
+    taskset_fingerprint: str
+    evaluator_fingerprint: str
+    isolation: str
+    keyid: str
+    framework_version: str = ""  # older archives may lack it
+    seed_commit: str
+    seed_tree: str
+    #: digest of the operator code identities in recipe.lock.json (rsiframe.opcode)
+    operators_digest: str | None = None
+
+
+class SessionStarted(EventData):
+    type = "session_started"
+    resumed: bool = False
+    retry_failed: bool = False
+
+
+class GenerationStarted(EventData):
+    type = "generation_started"
+    generation: int
+
+
+class RunInterrupted(EventData):
+    type = "run_interrupted"
+    reason: str = ""
+
+
+class RunFinished(EventData):
+    type = "run_finished"
+    state: str
+    reason: str = ""
+
+
+# -- a candidate's transaction ----------------------------------------------------------
+
+
+class CandidateProposed(EventData):
+    type = "candidate_proposed"
+    id: str
+    parent: str | None
+    generation: int
+    reason: str = ""
+
+
+class RolloutDone(EventData):
+    type = "rollout_done"
+    id: str
+    rollout: str
+    reused: bool = False
+
+
+class AnalysisDone(EventData):
+    type = "analysis_done"
+    id: str
+    analysis: str
+
+
+class CandidateMutated(EventData):
+    type = "candidate_mutated"
+    id: str
+    commit: str
+    tree: str
+    parent_commit: str | None = None
+    description: str = ""
+    changes: list[dict[str, Any]] = Field(default_factory=list)
+    mutation: str | None = None  # artifact: the operator's Mutation result
+    sandbox: dict[str, Any] = Field(default_factory=dict)  # isolation used per slot
+
+
+class CandidateRejected(EventData):
+    """A candidate ended before (or by) its build: the stage and why, with evidence."""
+
+    type = "candidate_rejected"
+    id: str
+    stage: str
+    reasons: list[str]
+    violations: list[dict[str, Any]] = Field(default_factory=list)
+    commit: str | None = None  # the rejected tree kept as evidence, or the built commit
+    description: str = ""
+    output: str = ""
+    sandbox: dict[str, Any] = Field(default_factory=dict)
+    traceback: str | None = None  # artifact: an operator's traceback
+    details: dict[str, Any] | None = None  # a build's details (audit, step logs)
+
+
+class CandidateAbandoned(EventData):
+    type = "candidate_abandoned"
+    id: str
+    reason: str = ""
+
+
+# -- evaluation -------------------------------------------------------------------------
+
+
+class EvaluationStarted(AttemptEvent):
+    type = "evaluation_started"
+
+
+class TaskFinished(AttemptEvent):
+    type = "task_finished"
+    task: str
+    reward: float | None = None
+    error: str | None = None
+    trajectory: str | None = None
+
+
+class ModelBuilt(AttemptEvent):
+    type = "model_built"
+    model: dict[str, Any]
+
+
+class EvaluationCertified(AttemptEvent):
+    type = "evaluation_certified"
+    envelope: dict[str, Any]
+
+
+class EvaluationFailed(AttemptEvent):
+    type = "evaluation_failed"
+    error: str = ""
+    traceback: str | None = None  # artifact
+    build: dict[str, Any] | None = None  # a rejected build's details
+
+
+class EvaluationInterrupted(AttemptEvent):
+    type = "evaluation_interrupted"
+
+
+class UsageSpent(EventData):
+    """Model tokens and cost charged to the budget (an operator's, or an evaluation's)."""
+
+    type = "usage"
+    id: str
+    slot: str
+    split: str | None = None
+    attempt: int | None = None
+    tokens: int = 0
+    cost: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    requests: int | None = None
+    refused: int | None = None
+
+
+# -- after evaluation -------------------------------------------------------------------
+
+
+class CandidateGated(EventData):
+    type = "candidate_gated"
+    id: str
+    admit: bool
+    reason: str = ""
+
+
+class CandidateRecorded(EventData):
+    type = "candidate_recorded"
+    id: str
+    notes: dict[str, Any] | None = None
+
+
+class GenerationReflected(EventData):
+    type = "generation_reflected"
+    generation: int
+    lessons: str  # artifact
+
+
+class InformationFlowViolation(EventData):
+    type = "information_flow_violation"
+    slot: str | None = None
+    operator: str | None = None
+    candidate: str | None = None
+    asked: str
+    detail: str = ""
+
+
+EVENT_TYPES: dict[str, type[EventData]] = {
+    cls.type: cls
+    for cls in (
+        RunStarted,
+        SessionStarted,
+        GenerationStarted,
+        RunInterrupted,
+        RunFinished,
+        CandidateProposed,
+        RolloutDone,
+        AnalysisDone,
+        CandidateMutated,
+        CandidateRejected,
+        CandidateAbandoned,
+        EvaluationStarted,
+        TaskFinished,
+        ModelBuilt,
+        EvaluationCertified,
+        EvaluationFailed,
+        EvaluationInterrupted,
+        UsageSpent,
+        CandidateGated,
+        CandidateRecorded,
+        GenerationReflected,
+        InformationFlowViolation,
+    )
+}
+
+
+class UnknownEvent(ValueError):
+    """An event type no model declares."""
+
+
+def parse(type_: str, data: dict[str, Any]) -> EventData:
+    """The model of one archived event; raises ``ValueError`` on an unknown or bad one."""
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        raise UnknownEvent(f"unknown event type {type_!r}")
+    return cls.model_validate(data)
+
+
+def payload(event: EventData) -> dict[str, Any]:
+    """The JSON ``data`` written for ``event``: every key of its type, always."""
+    return event.model_dump(mode="json")

@@ -1,0 +1,108 @@
+"""Calling operators: one timed, checked call per slot, and where the engine reports progress.
+
+Every operator call goes through :meth:`OperatorCalls.call`: its reads are attributed
+to the slot, operator and candidate, its result must be the slot's result type (from
+:data:`rsiframe.api.SLOT_TABLE`) and fit :data:`MAX_RESULT_BYTES`, and anything else
+becomes :class:`OperatorFailed`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from rsiframe import faults
+from rsiframe.api import SLOT_TABLE, Operator
+from rsiframe.archive import Event
+from rsiframe.runview import StateView
+from rsiframe.state import RunState
+
+R = TypeVar("R", bound=BaseModel)
+
+#: the largest operator result (as JSON) the engine accepts; a bigger one fails the call,
+#: so no operator can bloat the archive (results land in events and artifacts)
+MAX_RESULT_BYTES = 8 << 20
+
+
+class Progress:
+    """Where the engine reports what it is doing; the CLI draws it with Rich."""
+
+    def event(self, ev: Event, state: RunState) -> None: ...
+
+    def stage(self, cid: str, stage: str) -> None: ...
+
+    def tasks(self, cid: str, split: str, done: int, total: int) -> None: ...
+
+    def note(self, message: str) -> None: ...
+
+
+class OperatorFailed(Exception):
+    def __init__(self, slot: str, exc: BaseException) -> None:
+        super().__init__(f"{slot} operator failed: {type(exc).__name__}: {exc}")
+        self.slot = slot
+        self.trace = "".join(traceback.format_exception(exc))
+
+
+@dataclass
+class Timings:
+    """Seconds per candidate spent in operators and in task execution (for benchmarks)."""
+
+    operator: dict[str, float] = field(default_factory=dict)
+    tasks: dict[str, float] = field(default_factory=dict)
+    total: dict[str, float] = field(default_factory=dict)
+
+    def add(self, table: dict[str, float], cid: str, seconds: float) -> None:
+        table[cid] = table.get(cid, 0.0) + seconds
+
+
+class OperatorCalls:
+    """The run's operators, one instance per slot, and the one way to call them."""
+
+    def __init__(
+        self,
+        ops: dict[str, Operator],
+        names: dict[str, str],
+        view: StateView,
+        random_seed: int,
+        timings: Timings,
+    ) -> None:
+        self.ops = ops
+        self.names = names  # slot -> the operator as the recipe names it
+        self.view = view
+        self.random_seed = random_seed
+        self.timings = timings
+        self.progress = Progress()
+
+    def op(self, slot: str) -> Any:
+        """The operator filling ``slot`` (None for an empty optional slot)."""
+        return self.ops.get(slot)
+
+    def rng(self, cid: str, slot: str) -> random.Random:
+        """The RNG of one call: seeded by the recipe, the candidate (or generation) and slot."""
+        return random.Random(f"{self.random_seed}:{cid}:{slot}")
+
+    def call(self, cid: str, slot: str, fn: Callable[[], R]) -> R:
+        """Run one operator call, timed; its exceptions and bad results become OperatorFailed."""
+        expect = SLOT_TABLE[slot].result
+        faults.reached("stage:" + slot)
+        self.progress.stage(cid, slot)
+        start = time.perf_counter()
+        try:
+            with self.view.calling(slot, self.names.get(slot, ""), cid):
+                result = fn()
+            if not isinstance(result, expect):
+                raise TypeError(f"returned {type(result).__name__}, expected {expect.__name__}")
+            size = len(result.model_dump_json())
+            if size > MAX_RESULT_BYTES:
+                raise ValueError(f"result too large: {size} bytes (limit {MAX_RESULT_BYTES})")
+            return result
+        except Exception as exc:
+            raise OperatorFailed(slot, exc) from exc
+        finally:
+            self.timings.add(self.timings.operator, cid, time.perf_counter() - start)

@@ -1,0 +1,210 @@
+"""Starting a run: a new run folder (keys, locks, seed commit), or an existing one re-checked.
+
+:func:`create_run` validates everything before it creates anything; :func:`open_run`
+re-verifies the archive, the recipe, the task set and the evaluator against the run's
+locks, and touches nothing unless every check passes. Both return the :class:`RunParts`
+an :class:`~rsiframe.engine.Engine` is built from.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rsiframe import __version__, opcode
+from rsiframe import recipe as recipe_mod
+from rsiframe.archive import Archive
+from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
+from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
+from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
+from rsiframe.events import RunStarted
+from rsiframe.loader import load_run
+from rsiframe.overrides import folder_safe
+from rsiframe.preflight import plan
+from rsiframe.runfolder import RunLock, RunPaths
+from rsiframe.signing import EVENT_TYPE, Signer, create_signer, load_signer
+from rsiframe.state import RunState
+from rsiframe.tasks import TaskLock, TaskSet
+
+
+@dataclass
+class RunParts:
+    """Everything a run is driven with, checked and opened."""
+
+    paths: RunPaths
+    resolved: recipe_mod.ResolvedRecipe
+    state: RunState
+    archive: Archive
+    signer: Signer
+    task_lock: TaskLock
+    taskset: TaskSet
+    evaluator: LocalEngine
+    repo: CandidateRepo
+    lock: RunLock
+
+
+def create_run(
+    recipe_path: Path, sets: list[str] | None, out: Path | None, unsets: list[str] | None = None
+) -> tuple[RunParts, RunStarted]:
+    """Validate everything, then create the run folder, keys, locks and the seed commit;
+    returns the parts and the ``run_started`` event to record first."""
+    p = plan(recipe_path, sets, unsets)
+    resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
+    r = resolved.recipe
+
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    root = out if out is not None else Path("archive") / f"{folder_safe(r.name)}-{stamp}"
+    n = 2
+    base = root
+    while out is None and root.exists():
+        root = base.with_name(f"{base.name}-{n}")
+        n += 1
+    if root.exists() and any(root.iterdir()):
+        raise RunFolderError("output folder exists and is not empty", where=str(root))
+    root.mkdir(parents=True, exist_ok=True)
+    paths = RunPaths(root.resolve())
+    lock = RunLock(paths).acquire()
+    run_id = f"{folder_safe(r.name)}-{stamp}-{random.SystemRandom().randrange(16**6):06x}"
+
+    work = fresh_dir(paths.work)
+    evaluator = make_evaluator(resolved, work)
+    task_lock = TaskLock.freeze(taskset, split)
+    signer = create_signer(run_id)
+    operators = opcode.identities(resolved)  # operator code, signed below by digest
+    paths.recipe.write_text(recipe_mod.dump(resolved.data))
+    paths.write_json(
+        paths.recipe_lock,
+        {
+            "digest": resolved.digest,
+            "source": str(resolved.source.resolve()),
+            "resolved": resolved.data,
+            "operators": operators,
+        },
+    )
+    paths.write_json(paths.tasks_lock, task_lock.to_json())
+    paths.write_json(paths.evaluator_lock, evaluator_parts(evaluator))
+    paths.pubkey.write_bytes(signer.public.pem())
+    repo = CandidateRepo.create(paths.repo, paths.work / "exports")
+    seed_tree = repo.store(seed_snap)
+    seed_commit = repo.commit(
+        seed_tree, None, "c0000: seed", f"{CANDIDATE_REFS}/c0000", entries=seed_snap.entries
+    )
+    started = RunStarted(
+        run_id=run_id,
+        name=r.name,
+        recipe_digest=resolved.digest,
+        taskset_fingerprint=task_lock.fingerprint,
+        evaluator_fingerprint=evaluator.fingerprint(),
+        isolation=evaluator.isolation,
+        keyid=signer.keyid,
+        framework_version=__version__,
+        seed_commit=seed_commit,
+        seed_tree=seed_tree,
+        operators_digest=opcode.lock_digest(operators),
+    )
+    state = RunState(verifier=signer.public)
+    archive = Archive(paths.root, None, sign=event_signer(signer))
+    parts = RunParts(
+        paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock
+    )
+    return parts, started
+
+
+def open_run(root: Path) -> tuple[RunParts, list[str]]:
+    """Re-verify archive and locks, then open an existing run; notes on repairs made."""
+    paths = RunPaths(Path(root).resolve()).check()
+    lock = RunLock(paths).acquire()
+    try:
+        loaded = load_run(paths.root)
+        st = loaded.state
+        if st.problems:
+            raise ArchiveCorrupt(f"archive: {st.problems[0]}", where=str(paths.root))
+        resolved = _check_recipe(paths, st)
+        run_started = loaded.events[0].data if loaded.events else {}
+        lock_json = paths.read_json(paths.recipe_lock)
+        opcode.require_unchanged(lock_json, run_started, resolved, str(paths.root))
+        task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
+        if task_lock.fingerprint != st.taskset_fingerprint:
+            raise LockMismatch(
+                "tasks.lock.json does not match the run's task-set fingerprint",
+                where=str(paths.root),
+            )
+        task_lock.check()
+        taskset = TaskSet.load(Path(task_lock.root))
+        work = fresh_dir(paths.work)
+        evaluator = make_evaluator(resolved, work)
+        _check_evaluator(paths, evaluator, st)
+        signer = load_signer(st.run_id, st.verifier.keyid)
+        repo = CandidateRepo(paths.repo, paths.work / "exports")
+        # only once every check passed is the archive touched: a refusal changes nothing
+        notes = []
+        if loaded.torn:
+            msg = Archive.repair_torn(paths.root, loaded.torn)
+            notes = [msg] if msg else []
+        last = loaded.events[-1] if loaded.events else None
+        archive = Archive(paths.root, last, sign=event_signer(signer))
+    except BaseException:
+        lock.release()
+        raise
+    parts = RunParts(
+        paths, resolved, st, archive, signer, task_lock, taskset, evaluator, repo, lock
+    )
+    return parts, notes
+
+
+def event_signer(signer: Signer) -> Callable[[bytes], str]:
+    return lambda payload: signer.sign_bytes(EVENT_TYPE, payload)
+
+
+def make_evaluator(resolved: recipe_mod.ResolvedRecipe, work: Path) -> LocalEngine:
+    _config_cls, factory = ENGINES[resolved.recipe.evaluator.engine]
+    return factory(resolved.evaluator_config, work)
+
+
+def _check_recipe(paths: RunPaths, st: RunState) -> recipe_mod.ResolvedRecipe:
+    lock = paths.read_json(paths.recipe_lock)
+    raw = recipe_mod.load_yaml(paths.recipe)
+    if not isinstance(raw, dict):
+        raise LockMismatch("recipe.yaml is no longer a recipe", where=str(paths.root))
+    changed = _diff_keys(lock.get("resolved", {}), raw)
+    if changed:
+        raise LockMismatch(
+            f"the recipe changed since the run began: {', '.join(changed[:5])}",
+            where=str(paths.recipe),
+        )
+    resolved = recipe_mod.from_data(raw, paths.recipe)
+    if resolved.digest != lock.get("digest") or resolved.digest != st.recipe_digest:
+        changed = _diff_keys(lock.get("resolved", {}), resolved.data)
+        what = ", ".join(changed[:5]) or "its digest"
+        raise LockMismatch(
+            f"the recipe changed since the run began: {what}", where=str(paths.recipe)
+        )
+    return resolved
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [] if a == b else [prefix or "(root)"]
+
+
+def _check_evaluator(paths: RunPaths, evaluator: LocalEngine, st: RunState) -> None:
+    lock = paths.read_json(paths.evaluator_lock)
+    now = evaluator_parts(evaluator)
+    if now["fingerprint"] == lock.get("fingerprint") == st.evaluator_fingerprint:
+        return
+    changed = evaluator_changes(now, lock)
+    detail = ""
+    if "isolation" in changed:
+        detail = f" (isolation {lock.get('isolation')} -> {now['isolation']})"
+    raise LockMismatch(
+        f"the evaluator changed since the run began: {', '.join(changed)}{detail}",
+        where=str(paths.root),
+    )

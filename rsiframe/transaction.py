@@ -1,0 +1,286 @@
+"""The mutation transaction: one child, from its parent to a commit or a rejection.
+
+::
+
+    select -> rollout -> [analyze] -> mutate -> GUARDRAIL -> [validate] -> [novelty] -> commit
+
+:meth:`Transaction.select` picks the parent (the engine then records
+``candidate_proposed``); :meth:`Transaction.run` does the rest in a work folder of
+its own and returns an :data:`Outcome`, the ``candidate_mutated`` or
+``candidate_rejected`` event the engine records. Evidence on the way
+(``rollout_done``, ``analysis_done``, ``usage``) goes through ``emit``, the run's
+one writer. The guardrail belongs to the framework; operators only return results.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rsiframe import events as E
+from rsiframe.api import (
+    AnalyzeContext,
+    Check,
+    MutateContext,
+    Mutation,
+    NoveltyContext,
+    Rollout,
+    RolloutContext,
+    SelectContext,
+    ValidateContext,
+)
+from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
+from rsiframe.digest import canonical_json
+from rsiframe.evaluation import TaskRunner
+from rsiframe.gittree import Snapshot, snapshot
+from rsiframe.guardrail import check as guardrail_check
+from rsiframe.opcall import OperatorCalls, OperatorFailed
+from rsiframe.runview import as_view
+from rsiframe.state import Candidate, RunState
+from rsiframe.surface import Surface
+from rsiframe.tasks import TaskLock
+
+#: what a transaction ends with: the event the engine records for the candidate
+Outcome = E.CandidateMutated | E.CandidateRejected
+Emit = Callable[[E.EventData], Any]
+
+
+class RunFailure(Exception):
+    """The run cannot go on (e.g. select chose a non-admitted parent)."""
+
+
+class Transaction:
+    """The steps of one child's mutation, sharing the run's operators and repository."""
+
+    def __init__(
+        self,
+        calls: OperatorCalls,
+        repo: CandidateRepo,
+        tasks: TaskRunner,
+        task_lock: TaskLock,
+        surface: Surface,
+        ignore: list[str],
+        put: Callable[[bytes], str],
+        emit: Emit,
+    ) -> None:
+        self.calls = calls
+        self.repo = repo
+        self.tasks = tasks
+        self.task_lock = task_lock
+        self.surface = surface
+        self.ignore = ignore
+        self.put = put  # artifacts are content-addressed: any thread may store them
+        self.emit = emit
+
+    def put_json(self, value: Any) -> str:
+        return self.put(canonical_json(value))
+
+    def export(self, c: Candidate) -> Path:
+        assert c.commit is not None and c.tree is not None
+        return self.repo.verified_export(c.id, c.commit, c.tree)
+
+    # -- select ---------------------------------------------------------------------
+
+    def select(self, state: RunState, cid: str, generation: int) -> E.CandidateProposed:
+        """The parent of the next child, as the event that proposes it."""
+        ctx = SelectContext(self.calls.view, self.calls.rng(cid, "select"), generation)
+        op = self.calls.op("select")
+        try:
+            sel = self.calls.call(cid, "select", lambda: op.select(ctx))
+        except OperatorFailed as exc:
+            raise RunFailure(str(exc)) from exc
+        parent = state.candidates.get(sel.parent)
+        if parent is None or parent.state != "admitted":
+            raise RunFailure(
+                f"select operator chose {sel.parent!r}, which is not an admitted candidate"
+            )
+        return E.CandidateProposed(
+            id=cid, parent=parent.id, generation=generation, reason=sel.reason
+        )
+
+    # -- the rest -------------------------------------------------------------------
+
+    def run(self, cid: str, parent: Candidate, generation: int, workdir: Path) -> Outcome:
+        """Rollout to commit in ``workdir``; an operator's failure rejects the child."""
+        try:
+            return self._steps(cid, parent, generation, workdir)
+        except OperatorFailed as exc:
+            digest = self.put(exc.trace.encode())
+            return E.CandidateRejected(id=cid, stage=exc.slot, reasons=[str(exc)], traceback=digest)
+
+    def _steps(self, cid: str, parent: Candidate, generation: int, workdir: Path) -> Outcome:
+        calls, view = self.calls, self.calls.view
+        pview = as_view(parent)
+        rollout = self._rollout(cid, parent, generation)
+        analysis = None
+        if (aop := calls.op("analyze")) is not None:
+            actx = AnalyzeContext(view, calls.rng(cid, "analyze"), generation, pview, rollout)
+            analysis = calls.call(cid, "analyze", lambda: aop.analyze(actx))
+            digest = self.put_json(analysis.model_dump(mode="json"))
+            self.emit(E.AnalysisDone(id=cid, analysis=digest))
+
+        assert parent.commit is not None
+        shutil.rmtree(workdir, ignore_errors=True)
+        # a copy of the parent's verified export (same bytes and modes as its commit)
+        shutil.copytree(self.export(parent), workdir, symlinks=True)
+        mctx = MutateContext(
+            view,
+            calls.rng(cid, "mutate"),
+            generation,
+            cid,
+            pview,
+            workdir,
+            rollout,
+            analysis,
+            view.lessons,
+            self.surface.include,
+            self.surface.exclude,
+        )
+        mop = calls.op("mutate")
+        mutation: Mutation = calls.call(cid, "mutate", lambda: mop.mutate(mctx))
+        if mutation.usage.tokens or mutation.usage.cost:
+            self.emit(E.UsageSpent(id=cid, slot="mutate", **mutation.usage.model_dump()))
+
+        # guardrail: the actual tree diff against the surface (framework-owned)
+        calls.progress.stage(cid, "guardrail")
+        snap = snapshot(workdir, self.ignore)
+        parent_tree = self.repo.flat_tree(parent.commit)
+        report = guardrail_check(parent_tree, snap, self.surface)
+        changes = [_change_dict(ch) for ch in report.changes]
+        reject = _Rejector(self.repo, cid, parent, mutation)
+        if not report.ok:
+            reasons = [f"{v.reason}: {v.path}" for v in report.violations]
+            violations = [v.as_dict() for v in report.violations]
+            return reject("guardrail", reasons, snap, violations=violations)
+        if not report.changes:
+            return reject("mutate", ["the mutation changed nothing"], None)
+        validated: Check | None = None
+        if (vop := calls.op("validate")) is not None:
+            vctx = ValidateContext(
+                view, calls.rng(cid, "validate"), generation, cid, pview, workdir, changes
+            )
+            check = validated = calls.call(cid, "validate", lambda: vop.validate(vctx))
+            if not check.ok:
+                return reject(
+                    "validate", [check.reason], snap, output=check.output, validated=check
+                )
+            snap = snapshot(workdir, self.ignore)
+            again = guardrail_check(parent_tree, snap, self.surface)
+            if not again.ok:  # validate commands must not change the tree
+                violations = [v.as_dict() for v in again.violations]
+                reasons = ["the validate step changed the tree"]
+                return reject("validate", reasons, snap, violations=violations)
+        tree = self.repo.store(snap)
+        if (nop := calls.op("novelty")) is not None:
+            nctx = NoveltyContext(
+                view, calls.rng(cid, "novelty"), generation, cid, pview, tree, changes
+            )
+            check = calls.call(cid, "novelty", lambda: nop.novelty(nctx))
+            if not check.ok:
+                return reject("novelty", [check.reason], snap)
+        commit = self.repo.commit(
+            tree,
+            parent.commit,
+            f"{cid}: {mutation.description}",
+            f"{CANDIDATE_REFS}/{cid}",
+            entries=snap.entries,
+        )
+        return E.CandidateMutated(
+            id=cid,
+            commit=commit,
+            tree=tree,
+            parent_commit=parent.commit,
+            description=mutation.description,
+            changes=changes,
+            mutation=self.put_json(mutation.model_dump(mode="json")),
+            sandbox=_sandboxes(mutation, validated),
+        )
+
+    def _rollout(self, cid: str, parent: Candidate, generation: int) -> Rollout:
+        train = self.task_lock.split["train"]
+
+        def run_train(task_ids: list[str] | None = None) -> list[dict[str, Any]]:
+            ids = [t for t in (task_ids or train) if t in train]
+            self.task_lock.check(("train",))
+            out = self.tasks.run(cid, "rollout", self.export(parent), ids)
+            return [
+                {
+                    "task": r.task_id,
+                    "reward": r.reward,
+                    "error": r.error,
+                    "trajectory": r.trajectory_digest,
+                    **_tails(r.trajectory),
+                }
+                for r in sorted(out.runs.values(), key=lambda r: r.task_id)
+            ]
+
+        ctx = RolloutContext(
+            self.calls.view,
+            self.calls.rng(cid, "rollout"),
+            generation,
+            as_view(parent),
+            run_train,
+            list(train),
+        )
+        op = self.calls.op("rollout")
+        rollout: Rollout = self.calls.call(cid, "rollout", lambda: op.rollout(ctx))
+        digest = self.put_json(rollout.model_dump(mode="json"))
+        self.emit(E.RolloutDone(id=cid, rollout=digest, reused=rollout.reused))
+        return rollout
+
+
+class _Rejector:
+    """Builds a child's ``candidate_rejected``, keeping what it produced as evidence."""
+
+    def __init__(self, repo: CandidateRepo, cid: str, parent: Candidate, m: Mutation) -> None:
+        self.repo, self.cid, self.parent, self.mutation = repo, cid, parent, m
+
+    def __call__(
+        self,
+        stage: str,
+        reasons: list[str],
+        snap: Snapshot | None,
+        *,
+        violations: list[dict[str, Any]] | None = None,
+        output: str = "",
+        validated: Check | None = None,
+    ) -> E.CandidateRejected:
+        evidence = None
+        if snap is not None and not snap.problems:
+            # keep what the mutation produced, under a ref of its own
+            evidence = self.repo.commit(
+                self.repo.store(snap),
+                self.parent.commit,
+                f"{self.cid} (rejected): {self.mutation.description}",
+                f"{REJECTED_REFS}/{self.cid}",
+            )
+        return E.CandidateRejected(
+            id=self.cid,
+            stage=stage,
+            reasons=reasons,
+            violations=violations or [],
+            commit=evidence,
+            description=self.mutation.description,
+            output=output[-4000:],
+            sandbox=_sandboxes(self.mutation, validated),
+        )
+
+
+def _tails(trajectory: dict[str, Any]) -> dict[str, str]:
+    agent = trajectory.get("agent", {})
+    return {k: agent.get(k, "") for k in ("stdout_tail", "stderr_tail")}
+
+
+def _sandboxes(mutation: Mutation, check: Check | None) -> dict[str, Any]:
+    """How the mutate (and validate) operators were confined, for the candidate's event."""
+    used = {"mutate": mutation.sandbox, "validate": check.sandbox if check else None}
+    return {slot: u.model_dump(mode="json") for slot, u in used.items() if u is not None}
+
+
+def _change_dict(ch: Any) -> dict[str, Any]:
+    d = {"kind": ch.kind, "path": ch.path}
+    if ch.old_path:
+        d["old_path"] = ch.old_path
+    return d
