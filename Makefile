@@ -24,6 +24,7 @@ bench: setup sandbox
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/build.py
 	$(BIN)/python bench/viewer.py
+	$(BIN)/python bench/gateway.py
 
 lint: setup
 	$(BIN)/ruff check rsiframe operators viewer tests bench tasks
@@ -35,7 +36,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first, pinned to the CPU wheel, so the train extra's range never pulls a CUDA build
 	$(BIN)/pip install --quiet --disable-pip-version-check 'torch==2.13.0'
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train,llm]'
 	touch $@
 
 # bubblewrap gives evaluations a real sandbox; without it rsiframe falls back to plain

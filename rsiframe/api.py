@@ -59,13 +59,24 @@ _COMMON = frozenset(
 GATE_DETAIL = frozenset({"rewards:gate"})
 
 
-def may_read(slot: str | None, what: str, *, gate_detail: bool = False) -> bool:
-    """Whether ``slot`` (None: the engine's own view for tests) may read ``what``."""
+def may_read(
+    slot: str | None,
+    what: str,
+    *,
+    gate_detail: bool = False,
+    grants: frozenset[str] = frozenset(),
+) -> bool:
+    """Whether ``slot`` (None: the engine's own view for tests) may read ``what``.
+
+    ``grants`` are the calling operator's declared grants; only those its slot's
+    ``grantable`` column allows count.
+    """
     if what.endswith(":sealed"):
         return False
     spec = SLOT_TABLE.get(slot or "")
     allowed = spec.reads if spec is not None else _COMMON
-    return what in allowed or (gate_detail and what in GATE_DETAIL)
+    granted = spec is not None and what in grants and what in spec.grantable
+    return what in allowed or granted or (gate_detail and what in GATE_DETAIL)
 
 
 # -- results -------------------------------------------------------------------------
@@ -85,6 +96,9 @@ class Usage(Result):
 class Selection(Result):
     parent: str
     reason: str = ""
+    #: where the child is placed in a structured archive (an island, a MAP-Elites cell);
+    #: recorded in the proposal event and shown to operators as ``CandidateView.placement``
+    placement: dict[str, Any] = {}
 
 
 class Rollout(Result):
@@ -151,6 +165,8 @@ class CandidateView:
     commit: str | None
     tree: str | None
     description: str = ""
+    #: the placement its proposal recorded (``Selection.placement``), e.g. its island
+    placement: dict[str, Any] = field(default_factory=dict)
 
 
 class RunView(Protocol):
@@ -203,7 +219,8 @@ class Context:
 
 @dataclass(frozen=True)
 class SelectContext(Context):
-    pass
+    #: the id the proposed child will get (policies that place children by number use it)
+    candidate_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -287,6 +304,9 @@ class Operator:
     slot: ClassVar[str] = ""
     name: ClassVar[str] = ""
     Config: ClassVar[type[BaseModel]] = NoConfig
+    #: reads beyond the slot's view this operator declares (allowed only where the slot's
+    #: :data:`GRANTABLE` entry lists them; checked when the operator is loaded)
+    grants: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, config: BaseModel) -> None:
         self.config = config
@@ -371,6 +391,9 @@ class SlotSpec:
     #: per-task gate rewards only with ``information: {gate_detail: true}``; sealed never
     reads: frozenset[str]
     candidate_code: bool = False  # a candidate's own code may fill it (``candidate:``)
+    #: reads beyond ``reads`` an operator of this slot may declare for itself
+    #: (``Operator.grants``, checked when it is loaded); never sealed results
+    grantable: frozenset[str] = frozenset()
 
 
 #: Every slot, in lifecycle order. The one source: the recipe schema, the registry, the
@@ -384,7 +407,8 @@ SLOT_TABLE: dict[str, SlotSpec] = {
         SlotSpec("mutate", MutateOperator, "mutate", Mutation, True, _COMMON, True),
         SlotSpec("validate", ValidateOperator, "validate", Check, False, _COMMON, True),
         SlotSpec("novelty", NoveltyOperator, "novelty", Check, False, _COMMON, True),
-        SlotSpec("gate", GateOperator, "gate", GateDecision, True, _COMMON),
+        # a statistical gate may declare the grant to compare per-task gate rewards
+        SlotSpec("gate", GateOperator, "gate", GateDecision, True, _COMMON, False, GATE_DETAIL),
         SlotSpec("record", RecordOperator, "record", Notes, True, _COMMON),
         SlotSpec("reflect", ReflectOperator, "reflect", Reflection, False, _COMMON),
     )

@@ -465,6 +465,7 @@ def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_
                 "split": info.split,
                 "seed_files": len(info.seed.entries),
                 "operators": {slot: spec.operator for slot, spec in _slots(info)},
+                "models": info.models.as_json() if info.models else None,
             }
         )
     else:
@@ -510,7 +511,7 @@ def operators_list(as_json: bool) -> None:
         installed().items(), key=lambda kv: (SLOTS.index(kv[0][0]), kv[0][1])
     ):
         cls = resolve(slot, name)
-        doc = (cls.__doc__ or "").strip().splitlines()
+        doc = inspect.cleandoc(cls.__doc__ or "").splitlines()
         rows.append({"slot": slot, "name": name, "ref": info.ref, "summary": doc[0] if doc else ""})
     if as_json:
         _print_json(rows)
@@ -560,6 +561,7 @@ def operators_describe(name: str, as_json: bool) -> None:
                 "fields": fields,
                 "reads": reads,
                 "reads_with_gate_detail": sorted(GATE_DETAIL),
+                "grants": sorted(cls.grants),
             }
         )
         return
@@ -572,6 +574,8 @@ def operators_describe(name: str, as_json: bool) -> None:
         f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",
         highlight=False,
     )
+    if cls.grants:
+        out.print(f"declared grants: {', '.join(sorted(cls.grants))}", highlight=False)
     if not fields:
         out.print("no config fields")
         return
@@ -582,6 +586,23 @@ def operators_describe(name: str, as_json: bool) -> None:
         default = "(required)" if f["required"] else json.dumps(f["default"], default=str)
         table.add_row(f["name"], f["type"], default, f["description"])
     out.print(table)
+
+
+# -- models in the loop (issue 13) ----------------------------------------------------
+
+
+@main.command("stub-llm")
+@click.option("--script", "script", type=click.Path(path_type=Path), required=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8765, show_default=True)
+@friendly
+def stub_llm(script: Path, host: str, port: int) -> None:
+    """Serve a scripted OpenAI-compatible stub endpoint (tests, demos; GET /stub/stats)."""
+    from rsiframe.stubllm import Script, StubLLM, uvicorn
+
+    stub = StubLLM(Script.load(script))
+    click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")
+    uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
 
 
 def _slots(info: Any) -> list[tuple[str, Any]]:

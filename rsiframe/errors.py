@@ -66,3 +66,9 @@ class SandboxError(RsiError):
     """The sandbox could not be started (not a task failure: the evaluation fails)."""
 
     exit_code = EXIT_FAILED
+
+
+class ModelError(RsiError):
+    """A model call cannot be made or answered: unreachable, refused, garbage, over budget."""
+
+    exit_code = EXIT_FAILED

@@ -78,6 +78,8 @@ class CandidateProposed(EventData):
     parent: str | None
     generation: int
     reason: str = ""
+    #: where select placed the child (an island, a MAP-Elites cell); empty otherwise
+    placement: dict[str, Any] = {}
 
 
 class RolloutDone(EventData):

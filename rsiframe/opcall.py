@@ -94,7 +94,8 @@ class OperatorCalls:
         self.progress.stage(cid, slot)
         start = time.perf_counter()
         try:
-            with self.view.calling(slot, self.names.get(slot, ""), cid):
+            grants = getattr(self.ops.get(slot), "grants", frozenset())
+            with self.view.calling(slot, self.names.get(slot, ""), cid, grants):
                 result = fn()
             if not isinstance(result, expect):
                 raise TypeError(f"returned {type(result).__name__}, expected {expect.__name__}")

@@ -57,6 +57,7 @@ class CandidateInfo(_Model):
     commit: str | None
     tree: str | None
     description: str = ""
+    placement: dict[str, Any] = Field(default_factory=dict)
     scores: dict[str, float | None] = Field(default_factory=dict)
 
     def view(self) -> CandidateView:
@@ -68,6 +69,7 @@ class CandidateInfo(_Model):
             self.commit,
             self.tree,
             self.description,
+            dict(self.placement),
         )
 
 

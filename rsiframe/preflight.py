@@ -8,6 +8,7 @@ from pathlib import Path
 from rsiframe import recipe as recipe_mod
 from rsiframe.errors import RecipeError, TaskSetError
 from rsiframe.gittree import Snapshot, snapshot
+from rsiframe.models_schema import ModelCheck, check_models
 from rsiframe.surface import Surface
 from rsiframe.tasks import TaskSet, make_split
 
@@ -20,6 +21,7 @@ class Plan:
     taskset: TaskSet
     split: dict[str, list[str]]
     seed: Snapshot
+    models: ModelCheck | None = None
 
     def __str__(self) -> str:
         sizes = ", ".join(f"{len(v)} {k}" for k, v in self.split.items())
@@ -34,6 +36,8 @@ def plan(recipe_path: Path, sets: list[str] | None = None, unsets: list[str] | N
     resolved = recipe_mod.load(recipe_path, sets, unsets=unsets)
     r = resolved.recipe
     where = str(resolved.source)
+    configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
+    models = check_models(r.models, configs, where=where)  # no call is made
     taskset = TaskSet.load(r.tasks.path)
     try:
         split = make_split(
@@ -53,4 +57,4 @@ def plan(recipe_path: Path, sets: list[str] | None = None, unsets: list[str] | N
     surface = Surface(tuple(r.surface.include), tuple(r.surface.exclude))
     if not surface.matching(seed.entries):
         raise RecipeError("surface: the include globs match no file in the seed", where=where)
-    return Plan(resolved, taskset, split, seed)
+    return Plan(resolved, taskset, split, seed, models)

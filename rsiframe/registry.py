@@ -16,7 +16,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from rsiframe.api import SLOT_BASES, SLOTS, Operator
+from rsiframe.api import SLOT_BASES, SLOT_TABLE, SLOTS, Operator
 from rsiframe.digest import sha256_bytes
 from rsiframe.errors import OperatorNotFound
 from rsiframe.untrusted import PREFIX as CANDIDATE_PREFIX
@@ -92,6 +92,11 @@ def resolve(slot: str, ref: str, base_dir: Path | None = None) -> type[Operator]
     base = SLOT_BASES[slot]
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise OperatorNotFound(f"{ref} is not a {slot} operator (subclass {base.__name__})")
+    extra = set(getattr(cls, "grants", frozenset())) - SLOT_TABLE[slot].grantable
+    if extra:
+        raise OperatorNotFound(
+            f"{ref} declares grants its slot does not allow: {', '.join(sorted(extra))}"
+        )
     return cls
 
 

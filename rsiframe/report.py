@@ -39,6 +39,8 @@ class CandidateStatus(BaseModel):
     contamination: dict[str, Any] | None = None
     #: task errors with an infrastructure reason, per split: {split: {reason: count}}
     errors: dict[str, dict[str, int]] = {}
+    #: where its proposal placed it in a structured archive (island, MAP-Elites cell)
+    placement: dict[str, Any] = {}
 
 
 def model_of(c: Candidate) -> dict[str, Any] | None:
@@ -139,6 +141,7 @@ def status_of(loaded: LoadedRun) -> StatusReport:
                 model=model_of(c),
                 contamination=contamination_of(c),
                 errors=health.counts_of(c),
+                placement=c.placement,
             )
         )
     champ = st.champion()

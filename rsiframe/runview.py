@@ -35,6 +35,7 @@ def as_view(c: Candidate) -> CandidateView:
         commit=c.commit,
         tree=c.tree,
         description=c.description,
+        placement=c.placement,
     )
 
 
@@ -59,22 +60,29 @@ class StateView:
         self.slot: str | None = None
         self.operator: str | None = None
         self.candidate_id: str | None = None
+        self.grants: frozenset[str] = frozenset()
         self._visible: tuple[tuple[int, int, int], set[str]] | None = None
 
     @contextlib.contextmanager
-    def calling(self, slot: str, operator: str, candidate: str) -> Iterator[StateView]:
-        """Attribute reads during one operator call to its slot, operator and candidate."""
-        saved = (self.slot, self.operator, self.candidate_id)
+    def calling(
+        self, slot: str, operator: str, candidate: str, grants: frozenset[str] = frozenset()
+    ) -> Iterator[StateView]:
+        """Attribute reads during one operator call to its slot, operator and candidate.
+
+        ``grants`` are the operator's declared extra reads (``Operator.grants``).
+        """
+        saved = (self.slot, self.operator, self.candidate_id, self.grants)
         self.slot, self.operator, self.candidate_id = slot, operator, candidate
+        self.grants = grants
         try:
             yield self
         finally:
-            self.slot, self.operator, self.candidate_id = saved
+            self.slot, self.operator, self.candidate_id, self.grants = saved
 
     # -- enforcement ----------------------------------------------------------------
 
     def may(self, what: str) -> bool:
-        return may_read(self.slot, what, gate_detail=self.gate_detail)
+        return may_read(self.slot, what, gate_detail=self.gate_detail, grants=self.grants)
 
     def record_violation(self, what: str, detail: str) -> None:
         """Report an attempt to read ``what`` beyond this slot's view."""

@@ -63,6 +63,7 @@ class Candidate:
     rollout: str | None = None
     analysis: str | None = None
     model: dict[str, Any] | None = None  # the latest model_built (D/T/H builds)
+    placement: dict[str, Any] = field(default_factory=dict)  # island, cell (select's placement)
 
     @property
     def is_seed(self) -> bool:
@@ -197,7 +198,13 @@ class RunState:
         self.generation = d.generation
 
     def _on_candidate_proposed(self, ev: Event, d: E.CandidateProposed) -> None:
-        c = Candidate(id=d.id, parent=d.parent, generation=d.generation, index=len(self.candidates))
+        c = Candidate(
+            id=d.id,
+            parent=d.parent,
+            generation=d.generation,
+            index=len(self.candidates),
+            placement=dict(d.placement),
+        )
         self.candidates[c.id] = c
         self.proposed_in[c.generation] = self.proposed_in.get(c.generation, 0) + 1
 

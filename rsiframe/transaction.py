@@ -85,7 +85,9 @@ class Transaction:
 
     def select(self, state: RunState, cid: str, generation: int) -> E.CandidateProposed:
         """The parent of the next child, as the event that proposes it."""
-        ctx = SelectContext(self.calls.view, self.calls.rng(cid, "select"), generation)
+        ctx = SelectContext(
+            self.calls.view, self.calls.rng(cid, "select"), generation, candidate_id=cid
+        )
         op = self.calls.op("select")
         try:
             sel = self.calls.call(cid, "select", lambda: op.select(ctx))
@@ -97,7 +99,11 @@ class Transaction:
                 f"select operator chose {sel.parent!r}, which is not an admitted candidate"
             )
         return E.CandidateProposed(
-            id=cid, parent=parent.id, generation=generation, reason=sel.reason
+            id=cid,
+            parent=parent.id,
+            generation=generation,
+            reason=sel.reason,
+            placement=sel.placement,
         )
 
     # -- the rest -------------------------------------------------------------------

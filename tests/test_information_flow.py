@@ -164,3 +164,23 @@ def test_operators_describe_shows_what_a_slot_may_read() -> None:
     assert {f["name"]: f["default"] for f in info["fields"]}["network"] == {"allow": []}
     text = cli("operators", "describe", "gate.threshold").stdout
     assert "sealed results never" in text
+
+
+def test_a_gate_grant_opens_gate_rewards_for_that_gate_only(mini: Mini) -> None:
+    engine = _driven(mini, "slots.gate.operator=paired_test")
+    try:
+        grants = frozenset({"rewards:gate"})
+        with engine.view.calling("gate", "paired_test", "c0001", grants) as view:
+            assert view.rewards("c0000", "gate") is not None
+            with pytest.raises(InformationFlowError):
+                view.rewards("c0000", "sealed")
+        with (
+            engine.view.calling("select", "best", "c0002", grants) as view,
+            pytest.raises(InformationFlowError),
+        ):
+            view.rewards("c0000", "gate")
+        assert engine.view.grants == frozenset()
+        child = engine.state.candidates["c0001"]
+        assert child.decision is not None and "p=" in child.decision["reason"]
+    finally:
+        engine.close()

@@ -30,6 +30,7 @@ BELOW_READ_SIDE = {
     "rsiframe.events",
     "rsiframe.faults",
     "rsiframe.keys",
+    "rsiframe.models_schema",  # the recipe schema's models: section (bottom layer)
     "rsiframe.surface",
 }
 
