@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test test-e2e selftest bench lint setup sandbox clean
+.PHONY: quickstart test test-e2e selftest bench lint setup sandbox harbor docker clean
 
 quickstart: setup sandbox
 	$(BIN)/rsiframe run recipes/quickstart.yaml
@@ -25,6 +25,7 @@ bench: setup sandbox
 	$(BIN)/python bench/build.py
 	$(BIN)/python bench/viewer.py
 	$(BIN)/python bench/gateway.py
+	$(BIN)/python bench/harbor.py
 
 lint: setup
 	$(BIN)/ruff check rsiframe operators viewer tests bench tasks
@@ -49,6 +50,15 @@ sandbox:
 	else \
 		echo "note: bubblewrap (bwrap) not found; evaluations use the weaker process runner"; \
 	fi
+
+# Harbor's own venv (Python 3.12, harbor==0.25.0) for `evaluator.engine: harbor` (~1.5 min
+# once; otherwise created on first use)
+harbor: setup sandbox
+	VENV=$(VENV) scripts/ci-setup.sh harbor
+
+# `sandbox: docker`: docker.io + debootstrap, dockerd, the offline base image (cached)
+docker: setup
+	VENV=$(VENV) scripts/ci-setup.sh docker
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -27,6 +27,8 @@ class Binding:
     isolation: str
     #: the evaluator's and the gate's code identity, as locked (rsiframe.opcode)
     code: dict[str, Any] | None = None
+    #: the engine's own part of each record (harbor: engine, Harbor version, environment)
+    evaluator: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> Evalu
         isolation=binding.isolation,
         model=done.model,
         code=binding.code,
+        evaluator=binding.evaluator,
         framework_version=__version__,
         started_at=done.started_at,
         finished_at=done.finished_at,

@@ -354,10 +354,18 @@ def selftest() -> None:
 @click.option("--seed", type=int, default=None, help="seed of the trials (default: random)")
 @click.option(
     "--sandbox",
-    type=click.Choice(["auto", "bwrap", "process"]),
+    type=click.Choice(["auto", "bwrap", "process", "docker"]),
     default="auto",
     show_default=True,
-    help="the experiment's evaluation sandbox (process: see what the fallback lets through)",
+    help="the experiment's evaluation sandbox (process: see what the fallback lets through; "
+    "docker: containers of the local base image)",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "harbor"]),
+    default="local",
+    show_default=True,
+    help="the experiment's evaluator engine (harbor: Harbor with the bwrap environment)",
 )
 @click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
@@ -367,6 +375,7 @@ def selftest_integrity(
     scenarios: tuple[str, ...],
     seed: int | None,
     sandbox: str,
+    engine: str,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -400,7 +409,12 @@ def selftest_integrity(
                 err.print(f"    {p}", highlight=False, markup=False)
 
     report = run_selftest(
-        trials or DEFAULT_TRIALS, list(scenarios), seed=seed, sandbox=sandbox, on_trial=on_trial
+        trials or DEFAULT_TRIALS,
+        list(scenarios),
+        seed=seed,
+        sandbox=sandbox,
+        engine=engine,
+        on_trial=on_trial,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))
@@ -488,6 +502,53 @@ def recipe_show(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_j
     else:
         click.echo(f"# digest: {resolved.digest}")
         click.echo(recipe_mod.dump(resolved.data), nl=False)
+
+
+# -- task sets -----------------------------------------------------------------------
+
+
+@main.group()
+def tasks() -> None:
+    """Check Harbor task folders and data sets."""
+
+
+@tasks.command("check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--oracle",
+    is_flag=True,
+    help="run each task's solution/solve.sh as the agent on the local and harbor engines",
+)
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(["local", "harbor"]),
+    help="with --oracle: only this engine (repeatable; default both)",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def tasks_check(path: Path, oracle: bool, engines: tuple[str, ...], as_json: bool) -> None:
+    """Validate PATH, a Harbor task folder or a folder of tasks: one line per problem.
+
+    Exit 0 when there is none, 1 when there are problems, 2 when PATH holds no task."""
+    from rsiframe.taskcheck import ENGINES, check
+
+    report = check(path, oracle=oracle, engines=engines or ENGINES)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        for p in report.problems:
+            click.echo(str(p))
+        done = f"{report.tasks} task(s)" + (
+            ", oracle on " + "+".join(report.oracle) if oracle else ""
+        )
+        click.echo(
+            f"{path}: {done}: " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"),
+            err=True,
+        )
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
 
 
 # -- operators -----------------------------------------------------------------------

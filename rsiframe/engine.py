@@ -350,6 +350,7 @@ class Engine:
             taskset_fingerprint=self.task_lock.fingerprint,
             isolation=self.evaluator.isolation,
             code=opcode.certified_code(self.paths.recipe_lock),
+            evaluator=self.evaluator.record_part(),
         )
 
     def _gated(self, c: Candidate) -> None:

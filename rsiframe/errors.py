@@ -68,6 +68,11 @@ class SandboxError(RsiError):
     exit_code = EXIT_FAILED
 
 
+class EngineUnavailable(RsiError):
+    """An evaluator engine or environment the recipe names cannot run here (checked at
+    preflight: Harbor's environment, an environment that cannot start, Docker down)."""
+
+
 class ModelError(RsiError):
     """A model call cannot be made or answered: unreachable, refused, garbage, over budget."""
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rsiframe import recipe as recipe_mod
 from rsiframe.errors import RecipeError, TaskSetError
+from rsiframe.evaluator import preflight_engine
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.models_schema import ModelCheck, check_models
 from rsiframe.surface import Surface
@@ -57,4 +58,6 @@ def plan(recipe_path: Path, sets: list[str] | None = None, unsets: list[str] | N
     surface = Surface(tuple(r.surface.include), tuple(r.surface.exclude))
     if not surface.matching(seed.entries):
         raise RecipeError("surface: the include globs match no file in the seed", where=where)
+    ids = [t for s in split.values() for t in s]
+    preflight_engine(r.evaluator.engine, resolved.evaluator_config, taskset, ids)
     return Plan(resolved, taskset, split, seed, models)

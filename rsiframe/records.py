@@ -45,6 +45,8 @@ class EvaluationPredicate(BaseModel):
     model: dict[str, Any] | None = None
     # the evaluator engine's and the gate operator's code identity (rsiframe.opcode)
     code: dict[str, Any] | None = None
+    #: the engine's own part: for ``harbor``, the engine, Harbor's version, the environment
+    evaluator: dict[str, Any] | None = None
     framework_version: str
     started_at: float
     finished_at: float
@@ -70,7 +72,10 @@ def make_statement(commit: str, tree: str, predicate: EvaluationPredicate) -> di
             }
         ],
         "predicateType": PREDICATE_TYPE,
-        "predicate": predicate.model_dump(mode="json"),
+        # records of engines without an evaluator part stay as they always were
+        "predicate": predicate.model_dump(
+            mode="json", exclude={"evaluator"} if predicate.evaluator is None else None
+        ),
     }
 
 

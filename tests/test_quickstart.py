@@ -72,7 +72,7 @@ def test_the_readme_first_command_runs_the_dth_quickstart() -> None:
     makefile = (REPO / "Makefile").read_text()
     assert "rsiframe run recipes/quickstart.yaml" in makefile
     setup = makefile[makefile.index("$(VENV)/.installed:") :]
-    assert setup.index("'torch==2.13.0'") < setup.index("-e '.[dev,train]'")
+    assert setup.index("'torch==2.13.0'") < setup.index("-e '.[dev,train")
     assert resolved("quickstart")["seed"].endswith("tasks/textops/seed")
 
 

@@ -207,8 +207,10 @@ def build(
     params: dict[str, Any] | None = None,
     slots: dict[str, Any] | None = None,
     sandbox: str = "auto",
+    engine: str = "local",
 ) -> Experiment:
-    """Write the experiment under ``root``. ``params`` switches mutate to the attack script."""
+    """Write the experiment under ``root``. ``params`` switches mutate to the attack script;
+    ``engine: harbor`` evaluates through Harbor in its ``bwrap`` environment."""
     root.mkdir(parents=True, exist_ok=True)
     tasks = root / "tasks"
     for tid, need in NEEDS.items():
@@ -253,10 +255,10 @@ def build(
         "tasks": {"path": str(tasks), "split": dict(SPLIT)},
         "surface": {"include": ["**"], "exclude": ["fixed/**"]},
         "evaluator": {
-            "engine": "local",
+            "engine": engine,
             "config": {
                 "agent": 'python3 "$RSI_CANDIDATE/agent.py"',
-                "sandbox": sandbox,
+                **({"sandbox": sandbox} if engine == "local" else {"environment": "bwrap"}),
                 "concurrency": 2,
                 "agent_timeout_s": 20,
             },

@@ -62,12 +62,14 @@ def check_names(names: list[str]) -> list[str]:
     return names or list(SCENARIOS)
 
 
-def run_trial(name: str, index: int, seed: int, sandbox: str = "auto") -> TrialResult:
+def run_trial(
+    name: str, index: int, seed: int, sandbox: str = "auto", engine: str = "local"
+) -> TrialResult:
     """One independent trial in its own temp folder (removed afterwards)."""
     root = Path(tempfile.mkdtemp(prefix=f"rsiframe-selftest-{name}-"))
     t0 = time.perf_counter()
     try:
-        problems = SCENARIOS[name](Trial(index, random.Random(seed), root, sandbox))
+        problems = SCENARIOS[name](Trial(index, random.Random(seed), root, sandbox, engine))
     except Exception as exc:  # a crash of the scenario itself is a failed trial, with its cause
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         problems = [f"{type(exc).__name__}: {exc} (at {Path(tb.filename).name}:{tb.lineno})"]
@@ -88,6 +90,7 @@ def run_selftest(
     *,
     seed: int | None = None,
     sandbox: str = "auto",
+    engine: str = "local",
     on_trial: Callable[[str, TrialResult], None] | None = None,
 ) -> SelftestReport:
     names = check_names(names)
@@ -99,7 +102,7 @@ def run_selftest(
         outcomes = []
         for i in range(trials):
             trial_seed = random.Random(f"{base}:{name}:{i}").randrange(2**31)
-            r = run_trial(name, i, trial_seed, sandbox)
+            r = run_trial(name, i, trial_seed, sandbox, engine)
             outcomes.append(r)
             if on_trial is not None:
                 on_trial(name, r)
@@ -117,7 +120,7 @@ def run_selftest(
         )
     return SelftestReport(
         ok=all(r.failed == 0 for r in results),
-        isolation=make_sandbox(sandbox).isolation,
+        isolation=make_sandbox(sandbox).isolation if engine == "local" else f"{engine}:bwrap",
         trials=trials,
         seed=base,
         seconds=round(time.perf_counter() - start, 2),

@@ -41,9 +41,16 @@ class Trial:
     rng: random.Random
     root: Path
     sandbox: str = "auto"  # the evaluator's sandbox in the experiment's recipe
+    engine: str = "local"  # the experiment's evaluator engine (harbor: the bwrap environment)
 
     def experiment(self, **kw: Any) -> Experiment:
-        return build(self.root / "exp", seed=self.rng.randrange(10_000), sandbox=self.sandbox, **kw)
+        return build(
+            self.root / "exp",
+            seed=self.rng.randrange(10_000),
+            sandbox=self.sandbox,
+            engine=self.engine,
+            **kw,
+        )
 
 
 Scenario = Callable[[Trial], list[str]]
@@ -234,6 +241,7 @@ def edit_evaluator(t: Trial) -> list[str]:
         t.root / "exp",
         seed=t.rng.randrange(10_000),
         sandbox=t.sandbox,
+        engine=t.engine,
         generations=1,
         children=2,
         params={
