@@ -15,8 +15,10 @@ READ_SIDE = {
     "rsiframe.digest",
     "rsiframe.errors",
     "rsiframe.gittree",
+    "rsiframe.gridspec",
     "rsiframe.loader",
     "rsiframe.schema",
+    "rsiframe.models_schema",
     "rsiframe.api",
     "rsiframe.records",
     "rsiframe.report",
@@ -30,7 +32,6 @@ BELOW_READ_SIDE = {
     "rsiframe.events",
     "rsiframe.faults",
     "rsiframe.keys",
-    "rsiframe.models_schema",  # the recipe schema's models: section (bottom layer)
     "rsiframe.surface",
 }
 
