@@ -23,11 +23,11 @@ import random
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from ruamel.yaml import YAML
 
 from rsiframe.api import MutateContext, MutateOperator, Mutation
+from rsiframe.yamlsafe import load as yaml_load
 
 
 class KnobSpec(BaseModel):
@@ -78,7 +78,10 @@ def _round_trip() -> YAML:
 
 def _load(path: Path) -> Any:
     text = path.read_text()
-    return json.loads(text) if path.suffix == ".json" else _round_trip().load(text)
+    if path.suffix == ".json":
+        return json.loads(text)
+    yaml_load(text)  # refuses aliases and duplicate keys before the round-trip parse
+    return _round_trip().load(text)
 
 
 def _dump(path: Path, data: Any) -> None:
@@ -164,7 +167,7 @@ class Knobs(MutateOperator):
     def space(self, ctx: MutateContext) -> list[KnobSpec]:
         knobs = list(self.config.knobs)
         if self.config.space:
-            raw = yaml.safe_load(ctx.run.read_file(ctx.parent.id, self.config.space))
+            raw = yaml_load(ctx.run.read_file(ctx.parent.id, self.config.space))
             try:
                 knobs += [KnobSpec.model_validate(k) for k in (raw or {}).get("knobs", [])]
             except (ValidationError, AttributeError) as exc:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rsiframe import __version__
@@ -125,6 +126,7 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         engine.close()
     # the engine's own state is the fold of everything it read and wrote: no re-read
     report = status_of(LoadedRun(engine.paths, engine.state.verifier, [], engine.state, b""))
+    report.head = engine.archive.head
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:
@@ -257,6 +259,12 @@ def status(run_dir: Path, as_json: bool) -> None:
 )
 @click.option("--candidate", metavar="ID", help="reproduce this candidate instead of the champion")
 @click.option(
+    "--head",
+    metavar="N:HASH",
+    help="a chain head written down earlier (run and status print it): fail unless the "
+    "archive still holds that event at that position (detects truncation)",
+)
+@click.option(
     "--key",
     "key_file",
     type=click.Path(path_type=Path),
@@ -271,6 +279,7 @@ def verify(
     tasks_root: Path | None,
     candidate: str | None,
     key_file: Path | None,
+    head: str | None,
     as_json: bool,
 ) -> None:
     """Check a run with only its folder and public key; no private key is needed.
@@ -280,7 +289,8 @@ def verify(
     task set), locks, operators (operator code on disk as locked), tasks (the task set on
     disk as locked; skipped when it is not there), commits (in repo.git with the recorded
     tree), admitted (verified records), evidence (trajectories and logs). --reproduce adds
-    reproduce. Nothing is written into the run folder. Exit 0 when every check passes, 1 otherwise.
+    reproduce, --head adds head (a recorded chain head is still in the chain). Nothing is
+    written into the run folder. Exit 0 when every check passes, 1 otherwise.
     """
     from rsiframe.errors import RunFolderError
     from rsiframe.verify import verify as verify_run
@@ -298,6 +308,7 @@ def verify(
         tasks_root=tasks_root,
         expected_key=key,
         candidate=candidate,
+        head=head,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))
@@ -308,7 +319,7 @@ def verify(
             table.add_column(col, overflow="fold")
         style = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
         for c in report.checks:
-            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", escape(c.detail))
         out.print(table)
         out.print(f"keyid {report.keyid}", highlight=False)
         for p in report.problems:

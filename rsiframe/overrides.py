@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from rsiframe import yamlsafe
 from rsiframe.errors import RecipeError
 
 PATH_KEYS = (("seed",), ("tasks", "path"))
@@ -94,7 +95,7 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     if not eq or not all(keys):
         raise RecipeError(f"--set expects KEY=VALUE, got {item!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yamlsafe.load(raw) if raw.strip() else ""  # no aliases, no duplicate keys
     except yaml.YAMLError:
         value = raw
     return keys, value

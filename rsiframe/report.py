@@ -6,10 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
-from rich.text import Text  # a run name like sat3[select=best] is not markup
+from rich.text import Text
 
 from rsiframe import health
+from rsiframe.archive import chain_head
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
 from rsiframe.loader import LoadedRun
@@ -93,6 +95,8 @@ class StatusReport(BaseModel):
     #: infrastructure errors of the seed, and of the children added up, by split, with one example:
     #: "seed train: 10/10 tasks errored: agent could not start (10) (e.g. t1: ...)"
     health: list[str] = []
+    #: ``N:HASH`` of the event chain (``archive.chain_head``): keep it to detect truncation
+    head: str = ""
 
 
 def scores_of(c: Candidate) -> Scores:
@@ -160,6 +164,7 @@ def status_of(loaded: LoadedRun) -> StatusReport:
         notes=loaded.notes + st.problems,
         violations=list(st.violations),
         health=health_lines(st),
+        head=chain_head(loaded.events) if loaded.events else "",
     )
 
 
@@ -189,7 +194,7 @@ def _fmt(x: float | None) -> str:
 
 
 def summary_table(report: StatusReport) -> Table:
-    table = Table(title=Text(f"{report.name}: {report.state}"), title_justify="left")
+    table = Table(title=escape(f"{report.name}: {report.state}"), title_justify="left")
     table.add_column("")
     table.add_column("candidate")
     for split in ("train", "gate", "sealed"):
@@ -246,21 +251,26 @@ def print_summary(report: StatusReport, console: Console) -> None:
     )
     for line in report.health:
         console.print(Text(f"infrastructure errors: {line}", style="red"))
+    # a reason, note or violation may quote a candidate's text: printed as is, never markup
     if report.reason:
-        console.print(f"stopped: {report.reason}")
-    console.print(f"details: rsiframe status {report.path}")
+        console.print(f"stopped: {report.reason}", markup=False)
+    console.print(f"details: rsiframe status {report.path}", markup=False)
+    if report.head:
+        # one unbroken line: keep it to check later with ``rsiframe verify --head``
+        console.print(f"chain head: {report.head}", highlight=False, soft_wrap=True)
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
     for v in report.violations:
         console.print(
             f"information-flow violation: {v.get('slot')} operator {v.get('operator')} "
             f"({v.get('candidate')}) asked for {v.get('detail') or v.get('asked')}",
             highlight=False,
+            markup=False,
         )
 
 
 def candidate_table(report: StatusReport) -> Table:
-    table = Table(title=Text(f"{report.name} ({report.run_id})"), title_justify="left")
+    table = Table(title=escape(f"{report.name} ({report.run_id})"), title_justify="left")
     for col in ("id", "parent", "gen", "state", "train", "gate", "sealed", "change / reason"):
         table.add_column(
             col, justify="right" if col in ("train", "gate", "sealed") else "left", overflow="fold"
@@ -279,7 +289,7 @@ def candidate_table(report: StatusReport) -> Table:
             _fmt(c.scores.train),
             _fmt(c.scores.gate),
             _fmt(c.scores.sealed),
-            why[:120],
+            escape(why[:120]),  # a candidate's own words: never Rich markup
         )
     return table
 
