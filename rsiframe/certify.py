@@ -47,6 +47,7 @@ class FinishedEvaluation:
     model: dict[str, Any] | None
     started_at: float
     finished_at: float
+    executor: dict[str, Any] | None = None  # where it ran: kind and worker node
 
 
 def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> EvaluationCertified:
@@ -67,6 +68,7 @@ def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> Evalu
         isolation=binding.isolation,
         model=done.model,
         code=binding.code,
+        executor=done.executor,
         evaluator=binding.evaluator,
         framework_version=__version__,
         started_at=done.started_at,

@@ -141,6 +141,14 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
+_RAY_ADDRESS = click.option(
+    "--ray-address",
+    metavar="ADDR",
+    help='evaluate on a Ray cluster this session: "auto", host:port or ray://host:port '
+    "(needs the cluster extra)",
+)
+
+
 class _Null:
     def __enter__(self) -> None:
         return None
@@ -165,6 +173,7 @@ class _Null:
 @_unset_option
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@_RAY_ADDRESS
 @friendly
 def run(
     recipe: Path,
@@ -173,12 +182,13 @@ def run(
     unsets: tuple[str, ...],
     quiet: bool,
     as_json: bool,
+    ray_address: str | None,
 ) -> None:
     """Start a run of RECIPE. Prints the run folder on the first line of stdout."""
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine = Engine.create(recipe, list(sets), out, unsets=list(unsets))
+    engine = Engine.create(recipe, list(sets), out, ray_address, unsets=list(unsets))
     click.echo(str(engine.paths.root))
     sys.stdout.flush()
     _drive(engine, quiet, as_json)
@@ -189,13 +199,16 @@ def run(
 @click.option("--retry-failed", is_flag=True, help="evaluate failed candidates again")
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@_RAY_ADDRESS
 @friendly
-def resume(run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool) -> None:
+def resume(
+    run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool, ray_address: str | None
+) -> None:
     """Continue an interrupted run after re-verifying its archive and locks."""
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine, notes = Engine.open(run_dir, retry_failed=retry_failed)
+    engine, notes = Engine.open(run_dir, retry_failed=retry_failed, ray_address=ray_address)
     click.echo(str(engine.paths.root))
     for note in notes:
         click.echo(f"rsiframe: {note}", err=True)
@@ -265,6 +278,9 @@ def status(run_dir: Path, as_json: bool) -> None:
     "archive still holds that event at that position (detects truncation)",
 )
 @click.option(
+    "--rebuild", is_flag=True, help="with --reproduce: build D/T/H models again, not from cache"
+)
+@click.option(
     "--key",
     "key_file",
     type=click.Path(path_type=Path),
@@ -278,6 +294,7 @@ def verify(
     tolerance: float,
     tasks_root: Path | None,
     candidate: str | None,
+    rebuild: bool,
     key_file: Path | None,
     head: str | None,
     as_json: bool,
@@ -309,6 +326,7 @@ def verify(
         expected_key=key,
         candidate=candidate,
         head=head,
+        rebuild=rebuild,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))

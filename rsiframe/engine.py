@@ -83,6 +83,7 @@ class Engine:
             self.budget,
             self.state,
             self.timings,
+            parts.executor,  # where evaluations run this session (issue 11.3)
         )
         surface = Surface(tuple(self.recipe.surface.include), tuple(self.recipe.surface.exclude))
         self.transaction = Transaction(
@@ -119,22 +120,26 @@ class Engine:
         recipe_path: Path,
         sets: list[str] | None = None,
         out: Path | None = None,
+        ray_address: str | None = None,
         unsets: list[str] | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        parts, started = create_run(recipe_path, sets, out, unsets)
+        parts, started = create_run(recipe_path, sets, out, ray_address, unsets)
         engine = cls(parts)
         engine.emit(started)
         engine.emit(E.SessionStarted(resumed=False))
         return engine
 
     @classmethod
-    def open(cls, root: Path, retry_failed: bool = False) -> tuple[Engine, list[str]]:
+    def open(
+        cls, root: Path, retry_failed: bool = False, ray_address: str | None = None
+    ) -> tuple[Engine, list[str]]:
         """Re-verify archive and locks, then rebuild the engine of an existing run."""
-        parts, notes = open_run(root)
+        parts, notes = open_run(root, ray_address)
         return cls(parts, retry_failed=retry_failed, resumed=True), notes
 
     def close(self) -> None:
+        self.tasks.executor.close()
         self.evaluator.close()
         self.archive.close()
         self.repo.close()

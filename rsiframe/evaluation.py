@@ -21,7 +21,9 @@ from rsiframe import faults
 from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
-from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun, run_tasks
+from rsiframe.errors import ClusterLost
+from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
+from rsiframe.executor import Executor, LocalExecutor
 from rsiframe.opcall import Progress, Timings
 from rsiframe.state import RunState
 from rsiframe.tasks import TaskSet
@@ -56,8 +58,10 @@ class TaskRunner:
         budget: BudgetGuard,
         state: RunState,
         timings: Timings,
+        executor: Executor | None = None,
     ) -> None:
         self.evaluator = evaluator
+        self.executor: Executor = executor or LocalExecutor()  # this process, or a Ray cluster
         self.taskset = taskset
         self.put = put
         self.emit = emit
@@ -77,7 +81,7 @@ class TaskRunner:
                 self.emit(E.ModelBuilt(id=cid, split=split, attempt=attempt, model=model))
 
         def on_usage(usage: dict[str, int]) -> None:
-            if usage.get("total_tokens"):
+            if usage.get("total_tokens") or usage.get("refused"):
                 where = {"id": cid, "slot": "evaluate", "split": split, "attempt": attempt}
                 self.emit(E.UsageSpent(**where, tokens=usage["total_tokens"], **usage))
 
@@ -107,7 +111,8 @@ class TaskRunner:
             self.progress.tasks(cid, split, done, len(task_ids))
 
         hooks = self.model_hooks(cid, split, attempt)
-        out = run_tasks(
+        # executor hook (issue 11.3): the one place an evaluation of a verified export runs
+        out = self.executor.run(
             self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
         )
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
@@ -140,6 +145,8 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
     try:
         export = tasks.exports(job.candidate, job.commit, job.tree)
         out = tasks.run(job.candidate, job.split, export, job.task_ids, evidence, job.attempt)
+    except ClusterLost:  # not this candidate's failure: the run ends failed (resumable)
+        raise
     except BuildRejected as exc:  # the candidate's own build failed: it ends rejected
         return [
             E.EvaluationFailed(**where, error=str(exc), build=exc.details),
@@ -168,6 +175,7 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
         errors={t: r.error for t, r in out.runs.items() if r.error},
         trajectories={t: out.runs[t].trajectory_digest for t in ids},
         model=out.model,
+        executor=out.executor,
         started_at=started,
         finished_at=time.time(),
     )

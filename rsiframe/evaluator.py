@@ -4,11 +4,12 @@ Each task gets a fresh trial folder. The agent phase sees the candidate export
 read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
 instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
 never sees the tests. When the agent and every process it started are gone, the
-verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, a
-freshly created ``/logs/verifier`` and its own copy of ``/app``
-(:mod:`rsiframe.appcopy`: links that leave ``/app`` and special files dropped and
-named in the trajectory, hard links broken), so nothing the agent wrote or linked
-can become its reward. Paths are also given as environment
+verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, the
+candidate read-only at ``/candidate`` (so a verifier can measure the candidate itself
+rather than trust what its agent reports), a freshly created ``/logs/verifier`` and its
+own copy of ``/app`` (:mod:`rsiframe.appcopy`: links that leave ``/app`` and special
+files dropped and named in the trajectory, hard links broken), so nothing the agent
+wrote or linked can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rsiframe import __version__, appcopy, appdiff, docker_sandbox, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
-from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
+from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
 from rsiframe.safefile import UnsafeFile, read_regular
@@ -112,6 +113,7 @@ class EvaluationOutput:
     task_seconds: float = 0.0
     model: dict[str, Any] | None = None  # the built model's identity, build and token usage
     usage: dict[str, int] | None = None  # model tokens this evaluation used
+    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executor)
 
 
 Put = Callable[[bytes], str]
@@ -153,7 +155,11 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, config: LocalEngineConfig, work_root: Path) -> None:
+    def __init__(
+        self, config: LocalEngineConfig, work_root: Path, cache_root: Path | None = None
+    ) -> None:
+        """``cache_root`` replaces the shared build cache (``verify --reproduce --rebuild``
+        passes an empty one, so everything is built again)."""
         self.config = config
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
@@ -161,9 +167,10 @@ class LocalEngine:
         self.builder: Builder | None = None
         self.server: ModelServer | None = None
         self._items: list[Item] = []
+        self.protected: dict[str, list[str]] = {}  # split -> task ids given to protect()
         if config.build is not None:
             b = config.build
-            self.builder = Builder(b, self.sandbox, work_root)
+            self.builder = Builder(b, self.sandbox, work_root, cache_root)
             self.server = ModelServer(
                 self.sandbox,
                 self.builder.models_root,
@@ -171,16 +178,19 @@ class LocalEngine:
                 threads=b.threads,
                 max_batch=b.serve.max_batch,
                 max_tokens=b.serve.max_tokens,
+                max_request_tokens=b.serve.max_request_tokens,
+                memory_mb=b.serve.memory_mb,
                 start_timeout_s=b.serve.start_timeout_s,
             )
 
     def protect(self, tasks: dict[str, list[Task]]) -> None:
         """The gate and sealed tasks whose items training data must not contain."""
         self._items = protected_items(tasks)
+        self.protected = {s: [t.id for t in ts] for s, ts in tasks.items()}
 
-    def _audit(self, train_jsonl: Path) -> AuditResult:
+    def _audit(self, texts: Iterable[str]) -> AuditResult:
         assert self.config.build is not None
-        return audit(training_texts(train_jsonl), self._items, self.config.build.contamination)
+        return audit(texts, self._items, self.config.build.contamination)
 
     @property
     def isolation(self) -> str:
@@ -389,9 +399,16 @@ class LocalEngine:
         )
         verifier = sb.run(
             ["bash", sb.view(m_tests) + "/test.sh"],
-            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent")],
+            # the candidate (read-only) too, so a verifier can measure it instead of
+            # trusting what the agent reports about itself (sat3 reads its knobs)
+            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent"), m_cand],
             cwd=m_app,
-            env={**task.verifier_env, **common, "RSI_TESTS": sb.view(m_tests)},
+            env={
+                **task.verifier_env,
+                **common,
+                "RSI_TESTS": sb.view(m_tests),
+                "RSI_CANDIDATE": sb.view(m_cand),
+            },
             timeout=verifier_timeout,
             network=task.verifier_network,
             output_limit=self.config.output_limit_bytes,
@@ -490,7 +507,7 @@ def _phase(res: ProcResult) -> dict[str, Any]:
     }
 
 
-ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], Any]]] = {
+ENGINES: dict[str, tuple[type[BaseModel], Callable[..., Any]]] = {
     "local": (LocalEngineConfig, LocalEngine),
     "harbor": (harbor_engine.HarborEngineConfig, harbor_engine.HarborEngine),
 }
@@ -510,8 +527,11 @@ def preflight_engine(engine: str, config: BaseModel, taskset: TaskSet, task_ids:
         check(config, taskset, task_ids)
 
 
-def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:
-    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``)."""
+def make_evaluator(
+    engine: str, config: dict[str, Any], work: Path, cache_root: Path | None = None
+) -> LocalEngine:
+    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``);
+    ``cache_root``: a build cache of its own instead of the shared one."""
     entry = ENGINES.get(engine)
     if entry is None:
         raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
@@ -522,7 +542,10 @@ def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngi
         raise LockMismatch(
             f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
         ) from exc
-    return factory(parsed, work)
+    # only the local engine builds models (--rebuild on another engine changes nothing)
+    if cache_root is None or factory is not LocalEngine:
+        return factory(parsed, work)  # type: ignore[no-any-return]
+    return factory(parsed, work, cache_root)  # type: ignore[no-any-return]
 
 
 def run_tasks(

@@ -22,6 +22,7 @@ from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
 from rsiframe.digest import sha256_json
 from rsiframe.errors import RecipeError
 from rsiframe.evaluator import ENGINES
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.overrides import absolutize, labelled, merge, overrides, run_label
 from rsiframe.registry import resolve
 from rsiframe.schema import Recipe
@@ -144,6 +145,8 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
         data["slots"][slot]["config"] = config.model_dump(mode="json")
     data["slots"] = {k: v for k, v in data["slots"].items() if v is not None}
     data["evaluator"]["config"] = evaluator_config.model_dump(mode="json")
+    if recipe.evaluator.executor == ExecutorSpec():  # the default leaves the digest as it was
+        del data["evaluator"]["executor"]
     if not data["models"]:  # a recipe without models keeps the digest it had before them
         del data["models"]
     return ResolvedRecipe(

@@ -127,6 +127,7 @@ def test_the_bottom_layer_reaches_only_leaves() -> None:
         "rsiframe.safefile",
         "rsiframe.digest",
         "rsiframe.errors",
+        "rsiframe.executorspec",  # pydantic only: the `evaluator.executor` key
         "rsiframe.models_schema",  # the recipe's models: (reaches only errors)
     }
     for name in ("events.py", "api.py", "schema.py"):
@@ -227,3 +228,18 @@ def test_the_engines_steps_stay_small() -> None:
     steps = ("engine", "transaction", "evaluation", "certify", "review", "runstart", "opcall")
     big = {s: table[f"rsiframe/{s}.py"] for s in steps if table[f"rsiframe/{s}.py"] >= 400}
     assert not big, big
+
+
+def test_only_the_ray_executor_imports_ray_and_only_lazily() -> None:
+    for p in modules():
+        uses = {m for m in imports_of(p) if m == "ray" or m.startswith("ray.")}
+        if p.name != "rayexec.py":
+            assert not uses, f"{p.name} imports {uses}"
+            continue
+        top = {
+            a.name
+            for node in ast.parse(p.read_text()).body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for a in node.names
+        }
+        assert "ray" not in top, "rayexec.py must import ray inside functions (an extra)"

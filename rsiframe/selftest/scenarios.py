@@ -679,6 +679,8 @@ def oversized_result(t: Trial) -> list[str]:
     return _bad_operator_run(t, slot, "huge", size)
 
 
+from rsiframe.selftest.build_scenarios import BUILD_SCENARIOS  # noqa: E402
+
 SCENARIOS: dict[str, Scenario] = {
     "kill_mutate": kill_mutate,
     "kill_evaluate": kill_evaluate,
@@ -699,6 +701,7 @@ SCENARIOS: dict[str, Scenario] = {
     "task_edited": task_edited,
     "malformed_result": malformed_result,
     "oversized_result": oversized_result,
+    **BUILD_SCENARIOS,
 }
 
 # the security review's scenarios (issue 10) live in their own module, which adds them to
