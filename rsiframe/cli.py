@@ -657,7 +657,7 @@ def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_
     """Validate FILE: schema, operators and their configs, seed, tasks and surface."""
     from rsiframe.preflight import plan
 
-    info = plan(file, list(sets), list(unsets))
+    info = plan(file, list(sets), unsets=list(unsets))
     if as_json:
         _print_json(
             {
