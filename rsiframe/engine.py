@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rsiframe import events as E
+from rsiframe import health, opcode
 from rsiframe.archive import Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
@@ -125,9 +126,10 @@ class Engine:
         sets: list[str] | None = None,
         out: Path | None = None,
         ray_address: str | None = None,
+        unsets: list[str] | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        parts, started = create_run(recipe_path, sets, out, ray_address)
+        parts, started = create_run(recipe_path, sets, out, ray_address, unsets)
         engine = cls(parts)
         engine.emit(started)
         engine.emit(E.SessionStarted(resumed=False))
@@ -208,6 +210,9 @@ class Engine:
         if seed.commit is None:  # a crash between the seed's two events: its commit exists
             self._seed_mutated()
             return None
+        dead = health.dead_seed(seed)  # a broken setup, not a low score: do not evolve it
+        if dead is not None:
+            return self._finish("failed", dead)
         for c in st.candidates.values():
             s = c.state
             if s in ("mutated", "evaluating"):
@@ -357,6 +362,7 @@ class Engine:
             evaluator_fingerprint=st.evaluator_fingerprint,
             taskset_fingerprint=self.task_lock.fingerprint,
             isolation=self.evaluator.isolation,
+            code=opcode.certified_code(self.paths.recipe_lock),
             evaluator=self.evaluator.record_part(),
         )
 

@@ -32,11 +32,9 @@ class CandidateScreen(Screen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("p", "parent", "Parent"),
-        Binding("b", "diff_base", "Diff vs other parent", show=False),
-        *(
-            Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False)
-            for i, t in enumerate(TABS)
-        ),
+        Binding("b", "diff_base", "Diff vs other parent", show=False),  # a merge (help)
+        # the footer names the tab keys: 1 Diff 2 Certificates 3 Rewards 4 Evidence 5 Notes
+        *(Binding(str(i + 1), f"tab('{t}')", t.capitalize()) for i, t in enumerate(TABS)),
     ]
 
     def __init__(self, source: RunSource, cid: str, repo: Repo) -> None:
