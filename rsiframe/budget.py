@@ -65,11 +65,12 @@ class BudgetGuard:
         return self._common(st)
 
     def refuse_candidate(self, st: RunState) -> str | None:
-        """Why no new child may be proposed; keeps room for its evaluations."""
+        """Why no new child may be proposed; keeps room for its evaluations and for those
+        the candidates in flight have yet to start."""
         b = self.budget
         if b.max_candidates is not None and st.children() >= b.max_candidates:
             return f"candidates reached {b.max_candidates}"
-        need = EVALS_PER_CHILD + RESERVED_EVALS
+        need = EVALS_PER_CHILD + RESERVED_EVALS + pending_evaluations(st)
         if b.max_evaluations is not None and st.evaluations + need > b.max_evaluations:
             return f"evaluations would exceed {b.max_evaluations}"
         return self._common(st)
@@ -82,3 +83,16 @@ class BudgetGuard:
             if st.evaluations >= limit:
                 return f"evaluations reached {b.max_evaluations}"
         return self._common(st)
+
+
+def pending_evaluations(st: RunState) -> int:
+    """Evaluations that children in flight (proposed, mutated, evaluating) have yet to start."""
+    n = 0
+    for c in st.candidates.values():
+        if c.is_seed or c.state not in ("proposed", "mutated", "evaluating"):
+            continue
+        for split in c.required_splits:
+            last = c.latest(split)
+            if c.record(split) is None and (last is None or last.status != "running"):
+                n += 1
+    return n

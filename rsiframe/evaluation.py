@@ -9,6 +9,7 @@ events of a failed attempt. It reports evidence as it goes (``task_finished``,
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -66,6 +67,26 @@ class TaskRunner:
         self.state = state
         self.timings = timings
         self.progress = Progress()
+        #: candidates in flight (K): the unreserved model tokens are shared among them
+        self.share = 1
+        self._tokens = threading.Lock()
+        self._reserved: dict[int, int] = {}  # token reservations of runs in flight
+
+    def reserve_tokens(self, key: int) -> int | None:
+        """This run's token limit: an equal share of what no run in flight has reserved,
+        so K evaluations in flight never overdraw ``max_model_tokens`` together."""
+        with self._tokens:
+            left = self.budget.tokens_left(self.state)
+            if left is None:
+                return None
+            free = max(0, left - sum(self._reserved.values()))
+            share = free // max(1, self.share - len(self._reserved))
+            self._reserved[key] = share
+            return share
+
+    def release_tokens(self, key: int) -> None:
+        with self._tokens:
+            self._reserved.pop(key, None)
 
     def model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
         """Evaluator hooks of a D/T/H build: record the model built, charge the tokens."""
@@ -84,7 +105,7 @@ class TaskRunner:
         return {
             "on_built": on_built,
             "on_usage": on_usage,
-            "token_limit": self.budget.tokens_left(self.state),
+            "token_limit": self.reserve_tokens(threading.get_ident()),
         }
 
     def run(
@@ -107,9 +128,12 @@ class TaskRunner:
             self.progress.tasks(cid, split, done, len(task_ids))
 
         hooks = self.model_hooks(cid, split, attempt)
-        out = run_tasks(
-            self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
-        )
+        try:
+            out = run_tasks(
+                self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
+            )
+        finally:
+            self.release_tokens(threading.get_ident())
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
         return out
 

@@ -1,0 +1,135 @@
+"""Candidates in flight: generational determinism, steady mode, budgets, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Mini, cli, events, make_mini, status_json
+
+from rsiframe.inflight import Inflight
+
+
+def run(mini: Mini, name: str, *sets: str) -> Path:
+    out = mini.run_dir(name)
+    args = [a for s in sets for a in ("--set", s)]
+    res = cli("run", mini.recipe, "--out", out, "--quiet", *args)
+    assert res.exit_code == 0, res.stderr
+    return out
+
+
+def outcome(out: Path) -> dict:
+    """What must not depend on K: every candidate's parent, tree, state and scores."""
+    st = status_json(out)
+    rows = {c["id"]: (c["parent"], c["state"], c["scores"]) for c in st["candidates"]}
+    trees = {
+        e["data"]["id"]: e["data"]["tree"] for e in events(out) if e["type"] == "candidate_mutated"
+    }
+    return {"rows": rows, "trees": trees, "champion": st["champion"]}
+
+
+def test_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) -> None:
+    mini = make_mini(tmp_path / "proj", generations=3, children=4)
+    one = run(mini, "k1", "concurrency.candidates=1")
+    four = run(mini, "k4", "concurrency.candidates=4")
+    a, b = outcome(one), outcome(four)
+    assert a == b
+    assert len(a["rows"]) == 13  # the seed and 3 generations of 4
+    assert a["champion"] is not None
+    for out in (one, four):
+        report = json.loads(cli("verify", out, "--json").stdout)
+        assert report["ok"], report["problems"]
+    # with K=4 the children of a generation really were in flight together
+    evs = [e["type"] for e in events(four)]
+    first = evs.index("candidate_proposed", evs.index("generation_started"))
+    assert evs[first : first + 4].count("candidate_proposed") >= 2
+
+
+def test_generational_gates_in_candidate_order_after_the_whole_generation(mini: Mini) -> None:
+    out = run(mini, "k2", "concurrency.candidates=2", "budget.max_generations=2")
+    evs = events(out)
+    gated = [e["data"]["id"] for e in evs if e["type"] == "candidate_gated"]
+    assert gated == sorted(gated)
+    generation = {
+        e["data"]["id"]: e["data"]["generation"] for e in evs if e["type"] == "candidate_proposed"
+    }
+    for i, e in enumerate(evs):  # no child is gated before all of its generation is certified
+        if e["type"] == "candidate_gated" and e["data"]["id"] != "c0000":
+            gen = generation[e["data"]["id"]]
+            members = {c for c, g in generation.items() if g == gen}
+            ended = {
+                x["data"]["id"]
+                for x in evs[:i]
+                if x["type"] in ("candidate_rejected", "candidate_abandoned")
+                or (x["type"] == "evaluation_certified" and x["data"]["split"] == "gate")
+            }
+            assert members <= ended
+
+
+def test_steady_mode_runs_to_the_end_and_verifies(mini: Mini) -> None:
+    out = run(
+        mini,
+        "steady",
+        "concurrency.candidates=3",
+        "concurrency.mode=steady",
+        "budget.max_generations=3",
+    )
+    st = status_json(out)
+    assert st["state"] == "finished", st["reason"]
+    assert len(st["candidates"]) == 1 + 3 * 2
+    report = json.loads(cli("verify", out, "--json").stdout)
+    assert report["ok"], report["problems"]
+
+
+@pytest.mark.parametrize("mode", ["generational", "steady"])
+def test_budgets_count_work_in_flight(mini: Mini, mode: str) -> None:
+    out = run(
+        mini,
+        f"budget-{mode}",
+        "concurrency.candidates=4",
+        f"concurrency.mode={mode}",
+        "budget.max_generations=9",
+        "budget.max_evaluations=10",
+        "budget.max_candidates=5",
+    )
+    st = status_json(out)
+    assert st["state"] == "budget_exhausted", st["reason"]
+    evals = [e for e in events(out) if e["type"] == "evaluation_started"]
+    assert len(evals) <= 10
+    assert st["budget"]["used"]["candidates"] <= 5
+    champ = st["champion"]
+    sealed = [e for e in evals if e["data"]["split"] == "sealed"]
+    assert champ is None or any(e["data"]["id"] == champ for e in sealed)
+
+
+@pytest.mark.parametrize(
+    ("value", "key"), [("0", "candidates"), ("65", "candidates"), ("wild", "mode")]
+)
+def test_bad_concurrency_is_one_line_and_no_run_folder(mini: Mini, value: str, key: str) -> None:
+    out = mini.run_dir("bad")
+    res = cli("run", mini.recipe, "--out", out, "--set", f"concurrency.{key}={value}")
+    assert res.exit_code == 2
+    assert f"concurrency.{key}" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert not out.exists()
+
+
+def test_inflight_hands_results_and_errors_back_to_the_writer() -> None:
+    fl = Inflight(2)
+    seen: list[str] = []
+    fl.start("c1", "mutate", lambda: lambda: seen.append("c1"))
+    assert fl.free() == 1
+    while fl.jobs:
+        fl.drain(timeout=1)
+    assert seen == ["c1"] and fl.free() == 2
+
+    def boom() -> None:
+        raise ValueError("worker bug")
+
+    fl.start("c2", "mutate", boom)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="worker bug"):
+        while True:
+            fl.drain(timeout=1)
+    assert not fl.jobs
