@@ -10,13 +10,14 @@ Every step derives what to do next from the folded state, so ``run`` and
 are marked interrupted and retried as a new attempt, committed candidates are
 evaluated, certified ones gated, gated ones recorded. The steps live in their own
 modules (:mod:`~rsiframe.transaction`, :mod:`~rsiframe.evaluation` with
-:func:`~rsiframe.certify.certify`, :mod:`~rsiframe.review`) and return events; the
-engine decides what runs next and is the run's one writer (:meth:`Engine.emit`).
+:func:`~rsiframe.certify.certify`, :mod:`~rsiframe.review`) and return events.
+:mod:`~rsiframe.scheduler` decides what runs next with K candidates in flight, whose
+mutations and evaluations run on worker threads (:mod:`~rsiframe.inflight`); the
+engine is the run's one writer (:meth:`Engine.emit`): workers hand results back.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from rsiframe.opcall import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
 from rsiframe.runview import StateView
-from rsiframe.sandbox import kill_all
+from rsiframe.scheduler import WAIT, Scheduler, grace_seconds, seed_failure
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, tasks_by_split
@@ -45,20 +46,8 @@ def _candidate_id(n: int) -> str:
     return f"c{n:04d}"
 
 
-#: what a step returns when nothing can start until work in flight comes back
-WAIT = "wait"
-#: slots whose calls, in generational mode, see the state as the child's generation began
-TRANSACTION_SLOTS = frozenset({"select", "rollout", "analyze", "mutate", "validate", "novelty"})
 #: outcomes kept when they come back after Ctrl-C (failures there are the interrupt's doing)
 _KEPT_WHEN_STOPPING = (E.CandidateMutated, FinishedEvaluation)
-
-
-def grace_seconds() -> float:
-    """How long Ctrl-C waits for work in flight before killing its sandboxes."""
-    try:
-        return max(0.0, float(os.environ.get("RSIFRAME_GRACE_S", "10")))
-    except ValueError:
-        return 10.0
 
 
 class Engine:
@@ -117,14 +106,12 @@ class Engine:
             if isinstance(op, UntrustedOperator):  # its code comes from candidate trees
                 op.sources = lambda cid: self.transaction.export(self.state.candidates[cid])
         self._retried: set[tuple[str, str]] = set()
-        conc = self.recipe.concurrency
-        self.generational = conc.mode == "generational"
-        self.inflight = Inflight(conc.candidates)
-        self.evaluator.parallel = self.tasks.share = conc.candidates
-        self._generation_of: dict[str, int] = {}  # children proposed by this process
-        self.calls.horizon = self._horizon
-        self._closed: set[int] = set()  # generations the budget closed early
-        self._stopping = False
+        k = self.recipe.concurrency.candidates
+        self.inflight = Inflight(k)
+        self.evaluator.parallel = self.tasks.share = k
+        has_reflect = self.calls.op("reflect") is not None
+        self.sched = Scheduler(self.recipe, self.state, self.budget, self.inflight, has_reflect)
+        self.calls.horizon = self.sched.horizon
         self.archive.listeners.append(self._on_event)
         self._progress = Progress()
 
@@ -183,12 +170,6 @@ class Engine:
             self.state.apply(ev)
         self._progress.event(ev, self.state)
 
-    def _horizon(self, cid: str, slot: str) -> int | None:
-        """Generational mode: a child's transaction sees the state as its generation began."""
-        if not self.generational or slot not in TRANSACTION_SLOTS:
-            return None
-        return self._generation_of.get(cid)
-
     # -- the loop ---------------------------------------------------------------------
 
     def needs_work(self) -> bool:
@@ -215,43 +196,17 @@ class Engine:
                 self.resumed = False
                 self.emit(E.SessionStarted(resumed=True, retry_failed=self.retry_failed))
             try:
-                idle = 0
-                while True:
-                    self.inflight.drain()
-                    outcome = self._step()
-                    if outcome == WAIT and self.inflight.jobs:
-                        self.inflight.drain(timeout=0.5)
-                    elif outcome == WAIT:
-                        idle += 1  # nothing in flight: the next step must move
-                        if idle > 2:
-                            raise RuntimeError("the scheduler stalled with nothing in flight")
-                    elif outcome is not None:
-                        return outcome
-                    else:
-                        idle = 0
+                while (outcome := self._step()) is None or outcome == WAIT:
+                    self.inflight.pause(outcome == WAIT)  # results of work in flight land here
+                return outcome
             except KeyboardInterrupt:
-                self._wind_down(grace_seconds())
+                self.sched.stop(grace_seconds())
                 self.emit(E.RunInterrupted(reason="interrupted by the user"))
                 raise
         except Exception as exc:  # the run stays resumable; the caller reports the error
-            self._wind_down(0.0)
+            self.sched.stop(0.0)
             self.emit(E.RunFinished(state="failed", reason=_failure_reason(exc)))
             raise
-
-    def _wind_down(self, grace: float) -> None:
-        """Start nothing new; take back what finishes within ``grace`` seconds, then kill
-        the sandboxes of what is still in flight (its attempts re-run on resume)."""
-        self._stopping = True
-        deadline = time.monotonic() + grace
-        try:
-            while self.inflight.jobs and time.monotonic() < deadline:
-                self.inflight.drain(timeout=min(0.2, max(0.01, deadline - time.monotonic())))
-        except KeyboardInterrupt:
-            pass  # a second Ctrl-C: stop waiting
-        except Exception:  # a failing worker's error is the next session's business
-            pass
-        if self.inflight.jobs:
-            kill_all()
 
     def _step(self) -> str | None:
         st = self.state
@@ -281,93 +236,32 @@ class Engine:
                 if split is not None and (c.id, split) not in self._retried:
                     self._retried.add((c.id, split))
                     return self._evaluate(c, split)
-            if s == "certified" and self._may_review(c):
+            if s == "certified" and self.sched.may_review(c):
                 self._timed(c, self._gated)
                 return None
-            if s in ("admitted", "declined") and not c.recorded and self._may_review(c):
+            if s in ("admitted", "declined") and not c.recorded and self.sched.may_review(c):
                 self._timed(c, self._recorded)
                 return None
         if seed.state != "admitted":
             if busy or seed.state in ("mutated", "evaluating", "certified"):
                 return WAIT
-            reason = "the seed could not be evaluated"
-            errors = [
-                a.error
-                for s in seed.required_splits
-                if (a := seed.latest(s)) is not None and a.error
-            ]
-            if errors:
-                reason += f": {errors[0].splitlines()[0]}"
-            return self._finish("failed", reason + " (fix it, then resume --retry-failed)")
+            return self._finish("failed", seed_failure(seed))
         return self._grow()
 
     def _grow(self) -> str | None:
         """Reflect, start a generation or propose a child: whichever is due."""
-        st = self.state
-        g = st.generation
-        full = g == 0 or st.proposed_in.get(g, 0) >= self.recipe.children_per_generation
-        closed = g in self._closed  # the budget stopped this generation's proposals
-        if (full or closed) and self.generational and self._unsettled(g):
+        d = self.sched.next()
+        if d.kind == "reflect":
+            self.emit(reflect(self.calls, self.state, d.generation, self.archive.put))
+        elif d.kind == "generation":
+            self.emit(E.GenerationStarted(generation=d.generation))
+        elif d.kind == "propose":
+            self._propose_child(d.generation)
+        elif d.kind == "finish":
+            return self._finish(d.state, d.reason)
+        else:
             return WAIT
-        if closed and not self.inflight.jobs and not self._unsettled(None):
-            refusal = self.budget.refuse_candidate(st)
-            if refusal is not None:
-                return self._finish("budget_exhausted", refusal)
-            self._closed.discard(g)  # rejected children gave their evaluations back
-            closed = False
-        for h in sorted(set(range(1, g + 1)) - set(st.reflected)):
-            if self.calls.op("reflect") is None or self._unsettled(h) or (h == g and not full):
-                break
-            self.emit(reflect(self.calls, st, h, self.archive.put))
-            return None
-        if full:
-            refusal = self.budget.refuse_generation(st)
-            if refusal is not None:
-                if self.inflight.jobs or self._unsettled(None):
-                    return WAIT  # steady: what is in flight ends first
-                limit = self.recipe.budget.max_generations
-                if limit is not None and g >= limit:
-                    return self._finish("finished", f"completed {g} generation(s)")
-                return self._finish("budget_exhausted", refusal)
-            self.emit(E.GenerationStarted(generation=g + 1))
-            return None
-        if closed or self._stopping or not self.inflight.free():
-            return WAIT
-        refusal = self.budget.refuse_candidate(st)
-        if refusal is not None:
-            if self.inflight.jobs or self._unsettled(None):
-                self._closed.add(g)  # no more children until what is in flight settles
-                return WAIT
-            return self._finish("budget_exhausted", refusal)
-        self._propose_child(g)
         return None
-
-    def _unsettled(self, generation: int | None) -> bool:
-        """Whether a child of ``generation`` (None: any) is still in flight or unreviewed."""
-        for c in self.state.candidates.values():
-            if c.is_seed or (generation is not None and c.generation != generation):
-                continue
-            s = c.state
-            if c.id in self.inflight.jobs or s in ("proposed", "mutated", "evaluating"):
-                return True
-            if s == "certified" or (s in ("admitted", "declined") and not c.recorded):
-                return True
-        return False
-
-    def _may_review(self, c: Candidate) -> bool:
-        """Generational mode gates a generation's children in candidate order, once all
-        of them are certified (or rejected or failed); steady mode as each one is."""
-        if not self.generational or c.is_seed:
-            return True
-        g = c.generation
-        full = self.state.proposed_in.get(g, 0) >= self.recipe.children_per_generation
-        if not full and g not in self._closed and g == self.state.generation:
-            return False
-        for o in self.state.candidates.values():
-            busy = o.id in self.inflight.jobs or o.state in ("proposed", "mutated", "evaluating")
-            if o.generation == g and not o.is_seed and busy:
-                return False
-        return True
 
     def _tidy(self) -> bool:
         """Close what an earlier process left open; True if it appended anything."""
@@ -407,16 +301,13 @@ class Engine:
     def _seed_mutated(self) -> None:
         """The seed's commit (made with the run folder) is its mutation."""
         st = self.state
-        self.emit(
-            E.CandidateMutated(
-                id="c0000", commit=st.seed_commit, tree=st.seed_tree, description="seed"
-            )
-        )
+        seed = {"commit": st.seed_commit, "tree": st.seed_tree, "description": "seed"}
+        self.emit(E.CandidateMutated(id="c0000", **seed))
 
     def _propose_child(self, generation: int) -> None:
         """Select on the writer, then mutate on a worker; the outcome comes back here."""
         cid = _candidate_id(len(self.state.candidates))
-        self._generation_of[cid] = generation
+        self.sched.generation_of[cid] = generation
         t0 = time.perf_counter()
         self.emit(self.transaction.select(self.state, cid, generation))
         parent = self.state.candidates[self.state.candidates[cid].parent or ""]
@@ -436,15 +327,12 @@ class Engine:
     def _take_back(self, outcome: E.EventData | FinishedEvaluation | list[E.EventData]) -> None:
         """Record what a worker returns; after Ctrl-C only successes are kept (a failure
         then is the interrupt's doing: the attempt re-runs, the mutation is abandoned)."""
-        if self._stopping and not isinstance(outcome, _KEPT_WHEN_STOPPING):
+        if self.sched.stopping and not isinstance(outcome, _KEPT_WHEN_STOPPING):
             return
-        if isinstance(outcome, FinishedEvaluation):
-            self.emit(certify(outcome, self._binding(), self.signer))
-        elif isinstance(outcome, list):
-            for ev in outcome:
-                self.emit(ev)
-        else:
-            self.emit(outcome)
+        if isinstance(outcome, FinishedEvaluation):  # the key holder signs, here
+            outcome = certify(outcome, self._binding(), self.signer)
+        for ev in outcome if isinstance(outcome, list) else [outcome]:
+            self.emit(ev)
 
     # -- evaluation: decided and certified here, run by evaluation.evaluate ----------
 
@@ -463,16 +351,8 @@ class Engine:
         assert c.commit is not None and c.tree is not None
         attempt = len(c.attempts.get(split, [])) + 1
         self.emit(E.EvaluationStarted(id=c.id, split=split, attempt=attempt))
-        job = Job(
-            c.id,
-            c.commit,
-            c.tree,
-            c.parent_commit,
-            split,
-            attempt,
-            self.task_lock.split[split],
-            c.description,
-        )
+        tasks, desc = self.task_lock.split[split], c.description
+        job = Job(c.id, c.commit, c.tree, c.parent_commit, split, attempt, tasks, desc)
         t0 = time.perf_counter()
 
         def work() -> Closure:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rsiframe.sandbox import kill_all
+
 Closure = Callable[[], None]
 
 
@@ -37,6 +39,7 @@ class Inflight:
         self.inbox: queue.SimpleQueue[Closure] = queue.SimpleQueue()
         self.jobs: dict[str, Job] = {}
         self.writer = threading.get_ident()
+        self._idle = 0
 
     def on_writer(self) -> bool:
         return threading.get_ident() == self.writer
@@ -75,6 +78,33 @@ class Inflight:
             self.post(finish(done))
 
         threading.Thread(target=run, name=f"rsi-{cid}", daemon=True).start()
+
+    def pause(self, waiting: bool) -> None:
+        """Between two steps: take back results; ``waiting`` (nothing could start) blocks
+        for the next one, and with nothing in flight the next step must move."""
+        if waiting and self.jobs:
+            self.drain(timeout=0.5)
+        elif waiting:
+            self._idle += 1
+            if self._idle > 2:
+                raise RuntimeError("the scheduler stalled with nothing in flight")
+        else:
+            self._idle = 0
+            self.drain()
+
+    def wind_down(self, grace: float) -> None:
+        """Take back what finishes within ``grace`` seconds (the caller starts nothing new),
+        then kill the sandboxes of what is still in flight (its attempts re-run on resume)."""
+        deadline = time.monotonic() + grace
+        try:
+            while self.jobs and time.monotonic() < deadline:
+                self.drain(timeout=min(0.2, max(0.01, deadline - time.monotonic())))
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: stop waiting
+        except Exception:  # a failing worker's error is the next session's business
+            pass
+        if self.jobs:
+            kill_all()
 
     def drain(self, timeout: float | None = None) -> int:
         """Run what workers posted; with ``timeout``, wait that long for the first."""
