@@ -207,8 +207,10 @@ def build(
     params: dict[str, Any] | None = None,
     slots: dict[str, Any] | None = None,
     sandbox: str = "auto",
+    concurrency: dict[str, Any] | None = None,
 ) -> Experiment:
-    """Write the experiment under ``root``. ``params`` switches mutate to the attack script."""
+    """Write the experiment under ``root``. ``params`` switches mutate to the attack script;
+    ``concurrency`` is the recipe's ``concurrency:`` (candidates in flight, mode)."""
     root.mkdir(parents=True, exist_ok=True)
     tasks = root / "tasks"
     for tid, need in NEEDS.items():
@@ -273,6 +275,8 @@ def build(
         "children_per_generation": children,
         "random_seed": seed,
     }
+    if concurrency:
+        data["concurrency"] = dict(concurrency)
     exp = Experiment(root, keys, root / "recipe.yaml", tasks, s, data)
     exp.write_recipe()
     return exp

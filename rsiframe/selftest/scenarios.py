@@ -41,9 +41,13 @@ class Trial:
     rng: random.Random
     root: Path
     sandbox: str = "auto"  # the evaluator's sandbox in the experiment's recipe
+    concurrency: dict[str, Any] | None = None  # the recipe's candidates in flight
 
     def experiment(self, **kw: Any) -> Experiment:
-        return build(self.root / "exp", seed=self.rng.randrange(10_000), sandbox=self.sandbox, **kw)
+        seed = self.rng.randrange(10_000)
+        return build(
+            self.root / "exp", seed=seed, sandbox=self.sandbox, concurrency=self.concurrency, **kw
+        )
 
 
 Scenario = Callable[[Trial], list[str]]
@@ -234,6 +238,7 @@ def edit_evaluator(t: Trial) -> list[str]:
         t.root / "exp",
         seed=t.rng.randrange(10_000),
         sandbox=t.sandbox,
+        concurrency=t.concurrency,
         generations=1,
         children=2,
         params={
