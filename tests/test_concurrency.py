@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -133,3 +134,31 @@ def test_inflight_hands_results_and_errors_back_to_the_writer() -> None:
         while True:
             fl.drain(timeout=1)
     assert not fl.jobs
+
+
+def test_progress_shows_every_candidate_in_flight_and_its_stage() -> None:
+    from rich.console import Console
+
+    from rsiframe.progress import RichProgress
+
+    p = RichProgress(Console(file=io.StringIO()), 3, None)
+    p.stage("c0001", "mutate")
+    p.tasks("c0002", "train", 2, 4)
+    text = p.bar.tasks[0].description
+    assert "c0001 mutate" in text and "c0002 train 2/4" in text
+
+
+def test_the_viewer_lists_candidates_in_flight(mini: Mini) -> None:
+    from rsiframe.loader import load_run
+    from rsiframe.state import fold
+    from rsiframe.viewer.source import in_flight
+
+    out = run(mini, "done", "concurrency.candidates=2", "budget.max_generations=1")
+    loaded = load_run(out)
+    evs = loaded.events
+    cut = next(
+        i for i, e in enumerate(evs) if e.type == "task_finished" and e.data["id"] != "c0000"
+    )
+    stages = dict(in_flight(fold(evs[:cut], loaded.verifier)))
+    assert any(s.startswith("evaluating") for s in stages.values()), stages
+    assert in_flight(loaded.state) == []
