@@ -34,20 +34,12 @@ from rsiframe.opcall import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
 from rsiframe.runview import StateView
-from rsiframe.scheduler import WAIT, Scheduler, grace_seconds, seed_failure
+from rsiframe.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, tasks_by_split
 from rsiframe.transaction import RunFailure, Transaction
 from rsiframe.untrusted import UntrustedOperator
-
-
-def _candidate_id(n: int) -> str:
-    return f"c{n:04d}"
-
-
-#: outcomes kept when they come back after Ctrl-C (failures there are the interrupt's doing)
-_KEPT_WHEN_STOPPING = (E.CandidateMutated, FinishedEvaluation)
 
 
 class Engine:
@@ -306,7 +298,7 @@ class Engine:
 
     def _propose_child(self, generation: int) -> None:
         """Select on the writer, then mutate on a worker; the outcome comes back here."""
-        cid = _candidate_id(len(self.state.candidates))
+        cid = candidate_id(len(self.state.candidates))
         self.sched.generation_of[cid] = generation
         t0 = time.perf_counter()
         self.emit(self.transaction.select(self.state, cid, generation))
@@ -327,7 +319,7 @@ class Engine:
     def _take_back(self, outcome: E.EventData | FinishedEvaluation | list[E.EventData]) -> None:
         """Record what a worker returns; after Ctrl-C only successes are kept (a failure
         then is the interrupt's doing: the attempt re-runs, the mutation is abandoned)."""
-        if self.sched.stopping and not isinstance(outcome, _KEPT_WHEN_STOPPING):
+        if not self.sched.keeps(outcome):
             return
         if isinstance(outcome, FinishedEvaluation):  # the key holder signs, here
             outcome = certify(outcome, self._binding(), self.signer)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from rsiframe import events as E
 from rsiframe.budget import BudgetGuard
+from rsiframe.certify import FinishedEvaluation
 from rsiframe.inflight import Inflight
 from rsiframe.schema import Recipe
 from rsiframe.state import Candidate, RunState
@@ -26,6 +28,10 @@ WAIT = "wait"
 #: slots whose calls, in generational mode, see the state as the child's generation began
 TRANSACTION_SLOTS = frozenset({"select", "rollout", "analyze", "mutate", "validate", "novelty"})
 _OPEN = ("proposed", "mutated", "evaluating")
+
+
+def candidate_id(n: int) -> str:
+    return f"c{n:04d}"
 
 
 def grace_seconds() -> float:
@@ -65,6 +71,11 @@ class Scheduler:
         """Start nothing new; wait up to ``grace`` seconds for work in flight, then kill it."""
         self.stopping = True
         self.inflight.wind_down(grace)
+
+    def keeps(self, outcome: object) -> bool:
+        """Whether to record what a worker returned: after Ctrl-C only successes (a failure
+        then is the interrupt's doing: the attempt re-runs, the mutation is abandoned)."""
+        return not self.stopping or isinstance(outcome, E.CandidateMutated | FinishedEvaluation)
 
     def horizon(self, cid: str, slot: str) -> int | None:
         """Generational mode: a child's transaction sees the state as its generation began."""

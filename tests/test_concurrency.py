@@ -162,3 +162,17 @@ def test_the_viewer_lists_candidates_in_flight(mini: Mini) -> None:
     stages = dict(in_flight(fold(evs[:cut], loaded.verifier)))
     assert any(s.startswith("evaluating") for s in stages.values()), stages
     assert in_flight(loaded.state) == []
+
+
+@pytest.mark.e2e
+def test_sat3_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) -> None:
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "sat3-quickstart.yaml"
+    got = []
+    for k in (1, 4):
+        out = tmp_path / f"k{k}"
+        sets = ["--set", "budget.max_generations=2", "--set", f"concurrency.candidates={k}"]
+        res = cli("run", recipe, "--out", out, "--quiet", *sets)
+        assert res.exit_code == 0, res.stderr
+        got.append(outcome(out))
+    assert got[0] == got[1]
+    assert len(got[0]["rows"]) == 9
