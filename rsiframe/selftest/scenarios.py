@@ -553,7 +553,7 @@ class BadSelect(SelectOperator):
     Config = BadConfig
 
     def select(self, ctx):
-        if len(ctx.run.candidates()) == int(self.config.victim[1:]):
+        if ctx.candidate_id == self.config.victim:
             return Selection(parent="c9999", reason="a parent that does not exist")
         return Best(Best.Config()).select(ctx)
 '''
