@@ -160,6 +160,8 @@ class Engine:
     def _on_event(self, ev: Event) -> None:
         with self.view.lock:  # operators' reads copy under it; never held during their work
             self.state.apply(ev)
+        if ev.type == "usage" and ev.data.get("slot") == "evaluate":
+            self.tasks.folded(int(ev.data.get("tokens", 0)))
         self._progress.event(ev, self.state)
 
     # -- the loop ---------------------------------------------------------------------

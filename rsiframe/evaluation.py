@@ -71,6 +71,7 @@ class TaskRunner:
         self.share = 1
         self._tokens = threading.Lock()
         self._reserved: dict[int, int] = {}  # token reservations of runs in flight
+        self._unfolded = 0  # tokens reported by workers, not yet folded by the writer
 
     def reserve_tokens(self, key: int) -> int | None:
         """This run's token limit: an equal share of what no run in flight has reserved,
@@ -79,7 +80,7 @@ class TaskRunner:
             left = self.budget.tokens_left(self.state)
             if left is None:
                 return None
-            free = max(0, left - sum(self._reserved.values()))
+            free = max(0, left - sum(self._reserved.values()) - self._unfolded)
             share = free // max(1, self.share - len(self._reserved))
             self._reserved[key] = share
             return share
@@ -87,6 +88,11 @@ class TaskRunner:
     def release_tokens(self, key: int) -> None:
         with self._tokens:
             self._reserved.pop(key, None)
+
+    def folded(self, tokens: int) -> None:
+        """The writer folded ``tokens`` of an evaluation's usage into the state."""
+        with self._tokens:
+            self._unfolded = max(0, self._unfolded - tokens)
 
     def model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
         """Evaluator hooks of a D/T/H build: record the model built, charge the tokens."""
@@ -99,6 +105,8 @@ class TaskRunner:
 
         def on_usage(usage: dict[str, int]) -> None:
             if usage.get("total_tokens"):
+                with self._tokens:  # counted until the writer folds it (see folded)
+                    self._unfolded += usage["total_tokens"]
                 where = {"id": cid, "slot": "evaluate", "split": split, "attempt": attempt}
                 self.emit(E.UsageSpent(**where, tokens=usage["total_tokens"], **usage))
 

@@ -191,3 +191,65 @@ def test_sat3_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) ->
         got.append(outcome(out))
     assert got[0] == got[1]
     assert len(got[0]["rows"]) == 9
+
+
+def test_evaluations_in_flight_share_the_model_token_budget() -> None:
+    from types import SimpleNamespace
+
+    from rsiframe.budget import BudgetGuard
+    from rsiframe.evaluation import TaskRunner
+    from rsiframe.opcall import Timings
+    from rsiframe.schema import Budget
+
+    state = SimpleNamespace(tokens=200)
+    budget = BudgetGuard(Budget(max_model_tokens=1000))
+    tr = TaskRunner(None, None, None, None, None, budget, state, Timings())  # type: ignore[arg-type]
+    assert tr.reserve_tokens(1) == 800  # K=1: everything left
+    tr.release_tokens(1)
+    tr.share = 4
+    grants = [tr.reserve_tokens(k) for k in range(4)]
+    assert sum(grants) <= 800 and grants[0] == 200
+    for k in range(4):
+        tr.release_tokens(k)
+    tr.share = 1
+    tr._unfolded = 300  # reported by a worker, not folded yet: still counted
+    assert tr.reserve_tokens(9) == 500
+    tr.folded(300)
+    tr.release_tokens(9)
+    assert tr.reserve_tokens(9) == 800
+
+
+SPY_SELECT = """
+from rsiframe.api import SelectOperator, Selection
+
+
+class Spy(SelectOperator):
+    name = "spy"
+
+    def select(self, ctx):
+        busy = ("proposed", "mutated", "evaluating")
+        open_ = [c for c in ctx.run.candidates() if c.state in busy]
+        best = max(ctx.run.admitted(), key=lambda c: ctx.run.score(c.id, "gate") or 0.0)
+        return Selection(parent=best.id, reason=f"in flight {len(open_)}")
+"""
+
+
+@pytest.mark.parametrize(("mode", "sees"), [("steady", True), ("generational", False)])
+def test_select_sees_children_in_flight_only_in_steady_mode(
+    mini: Mini, mode: str, sees: bool
+) -> None:
+    (mini.root / "spy.py").write_text(SPY_SELECT)
+    out = run(
+        mini,
+        f"spy-{mode}",
+        f"slots.select.operator={mini.root}/spy.py:Spy",
+        "concurrency.candidates=3",
+        f"concurrency.mode={mode}",
+        "budget.max_generations=2",
+    )
+    seen = [
+        int(e["data"]["reason"].split()[-1])
+        for e in events(out)
+        if e["type"] == "candidate_proposed" and e["data"]["parent"]
+    ]
+    assert (max(seen) > 0) == sees, seen
