@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test test-e2e selftest bench lint setup sandbox clean
+.PHONY: quickstart test test-e2e selftest bench lint setup sandbox harbor docker clean
 
 quickstart: setup sandbox
 	$(BIN)/rsiframe run recipes/quickstart.yaml
@@ -24,6 +24,9 @@ bench: setup sandbox
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/build.py
 	$(BIN)/python bench/viewer.py
+	$(BIN)/python bench/compare.py
+	$(BIN)/python bench/gateway.py
+	$(BIN)/python bench/harbor.py
 
 lint: setup
 	$(BIN)/ruff check rsiframe operators viewer tests bench tasks
@@ -35,7 +38,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first, pinned to the CPU wheel, so the train extra's range never pulls a CUDA build
 	$(BIN)/pip install --quiet --disable-pip-version-check 'torch==2.13.0'
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train,llm]'
 	touch $@
 
 # bubblewrap gives evaluations a real sandbox; without it rsiframe falls back to plain
@@ -48,6 +51,15 @@ sandbox:
 	else \
 		echo "note: bubblewrap (bwrap) not found; evaluations use the weaker process runner"; \
 	fi
+
+# Harbor's own venv (Python 3.12, harbor==0.25.0) for `evaluator.engine: harbor` (~1.5 min
+# once; otherwise created on first use)
+harbor: setup sandbox
+	VENV=$(VENV) scripts/ci-setup.sh harbor
+
+# `sandbox: docker`: docker.io + debootstrap, dockerd, the offline base image (cached)
+docker: setup
+	VENV=$(VENV) scripts/ci-setup.sh docker
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -25,6 +25,8 @@ class Binding:
     evaluator_fingerprint: str
     taskset_fingerprint: str
     isolation: str
+    #: the engine's own part of each record (harbor: engine, Harbor version, environment)
+    evaluator: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> Evalu
         score=aggregate(done.rewards),
         isolation=binding.isolation,
         model=done.model,
+        evaluator=binding.evaluator,
         framework_version=__version__,
         started_at=done.started_at,
         finished_at=done.finished_at,

@@ -300,6 +300,164 @@ def verify(
         sys.exit(EXIT_FAILED)
 
 
+# -- comparing methods ----------------------------------------------------------------
+
+
+@main.command()
+@click.argument("recipe", type=click.Path(path_type=Path), required=False)
+@click.option("--slot", help="the slot whose operator varies, e.g. select")
+@click.option("--operators", "operators_", metavar="A,B,C", help="operators for the slot")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="grid folder")
+@click.option(
+    "--resume", "resume_dir", type=click.Path(path_type=Path), help="finish the grid in DIR"
+)
+@click.option("--quiet", "-q", is_flag=True, help="no line per run")
+@click.option("--json", "as_json", is_flag=True, help="end with the compare report as JSON")
+@friendly
+def ablate(
+    recipe: Path | None,
+    slot: str | None,
+    operators_: str | None,
+    sets: tuple[str, ...],
+    repeats: int,
+    out: Path | None,
+    resume_dir: Path | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Run RECIPE once per operator of --slot and repeat (repeat r: random_seed r).
+
+    Budgets are identical (the recipe's); the grid resumes as a whole with --resume DIR
+    and ends with the compare table of its runs.
+    """
+    from rsiframe import ablate as ablate_mod
+    from rsiframe.errors import RecipeError
+
+    _sigterm_as_interrupt()
+    if resume_dir is not None:
+        if recipe is not None or slot or operators_:
+            raise RecipeError("--resume DIR takes no RECIPE, --slot or --operators")
+        grid = ablate_mod.open_grid(resume_dir)
+    else:
+        if recipe is None or not slot or not operators_:
+            raise RecipeError("ablate needs RECIPE, --slot and --operators (or --resume DIR)")
+        grid = ablate_mod.plan_grid(recipe, slot, operators_.split(","), list(sets), repeats, out)
+    click.echo(str(grid.root))
+    sys.stdout.flush()
+    err = _stderr()
+
+    def on_start(cell: Any, i: int, n: int) -> None:
+        if not quiet:
+            err.print(f"[{i + 1}/{n}] {cell.label} ...", highlight=False)
+
+    def on_done(r: Any) -> None:
+        if not quiet and r.reason != "already ended":
+            err.print(f"    {r.cell.label}: {r.state} in {r.seconds:.0f} s", highlight=False)
+
+    try:
+        ablate_mod.run_grid(grid, on_start=on_start, on_done=on_done)
+    except KeyboardInterrupt:
+        click.echo(
+            f"rsiframe: interrupted; continue with: rsiframe ablate --resume {grid.root}", err=True
+        )
+        sys.exit(EXIT_INTERRUPTED)
+    _show_comparison([grid.root], by="recipe", force=False, as_json=as_json)
+
+
+def _show_comparison(
+    paths: list[Path],
+    *,
+    by: str,
+    force: bool,
+    as_json: bool,
+    html: Path | None = None,
+    png: Path | None = None,
+) -> None:
+    from rsiframe.compare import compare as compare_runs
+    from rsiframe.compare_view import print_report, write_outputs
+
+    report = compare_runs(paths, by=by, force=force)
+    written = write_outputs(report, html=html, png=png)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        print_report(report, _stdout())
+    for path in written:
+        click.echo(f"wrote {path}", err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--by",
+    type=click.Choice(["recipe", "run"]),
+    default="recipe",
+    show_default=True,
+    help="recipe: runs that differ only by name and random_seed form one method",
+)
+@click.option("--force", is_flag=True, help="compare across task sets or evaluators (marked)")
+@click.option("--html", "html", type=click.Path(path_type=Path), help="write one HTML file")
+@click.option("--png", "png", type=click.Path(path_type=Path), help="write the plots into DIR")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def compare(
+    paths: tuple[Path, ...],
+    by: str,
+    force: bool,
+    html: Path | None,
+    png: Path | None,
+    as_json: bool,
+) -> None:
+    """Compare methods across runs: PATHS are run folders or folders holding runs.
+
+    One row per method (train, gate, sealed of each run's champion: mean and 95 %
+    bootstrap CI), with evaluations, model tokens, cost and wall time; P(A > B) on sealed
+    for each pair; the per-task matrix; best-gate-so-far curves. Every run is verified
+    first; a run that fails verify is refused.
+    """
+    _show_comparison(list(paths), by=by, force=force, as_json=as_json, html=html, png=png)
+
+
+@main.command()
+@click.argument("recipe", type=click.Path(path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="folder for the framework's runs")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def fidelity(
+    recipe: Path, sets: tuple[str, ...], repeats: int, out: Path | None, as_json: bool
+) -> None:
+    """Does rsiframe change a system's scores? Evaluate RECIPE's seed on the gate tasks
+    twice directly (the evaluator's own trial runner, no archive, operators or signing)
+    and once as generation 0 of a real run; compare per task.
+
+    Passes when framework-vs-direct disagreement is not significantly higher than
+    direct-vs-direct disagreement (exact McNemar, alpha 0.05); on a deterministic task set
+    every task must agree. Exit 0 when it passes, 1 when it does not.
+    """
+    from rsiframe.fidelity import fidelity as run_fidelity
+    from rsiframe.fidelity import print_fidelity
+
+    err = _stderr()
+
+    def on_step(r: int, which: str) -> None:
+        if not as_json:
+            err.print(f"repeat {r}: {which.replace('_', '-')} ...", highlight=False)
+
+    report = run_fidelity(recipe, list(sets), repeats=repeats, out=out, on_step=on_step)
+    v = report.verdict
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+    else:
+        print_fidelity(report, _stdout())
+    if not v.passed:
+        click.echo(f"rsiframe: fidelity failed: {v.reason}", err=True)
+        sys.exit(EXIT_FAILED)
+
+
 # -- self-test -----------------------------------------------------------------------
 
 
@@ -326,10 +484,18 @@ def selftest() -> None:
 @click.option("--seed", type=int, default=None, help="seed of the trials (default: random)")
 @click.option(
     "--sandbox",
-    type=click.Choice(["auto", "bwrap", "process"]),
+    type=click.Choice(["auto", "bwrap", "process", "docker"]),
     default="auto",
     show_default=True,
-    help="the experiment's evaluation sandbox (process: see what the fallback lets through)",
+    help="the experiment's evaluation sandbox (process: see what the fallback lets through; "
+    "docker: containers of the local base image)",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "harbor"]),
+    default="local",
+    show_default=True,
+    help="the experiment's evaluator engine (harbor: Harbor with the bwrap environment)",
 )
 @click.option(
     "--candidates",
@@ -351,6 +517,7 @@ def selftest_integrity(
     scenarios: tuple[str, ...],
     seed: int | None,
     sandbox: str,
+    engine: str,
     candidates: int | None,
     mode: str | None,
     list_only: bool,
@@ -391,6 +558,7 @@ def selftest_integrity(
         list(scenarios),
         seed=seed,
         sandbox=sandbox,
+        engine=engine,
         concurrency=concurrency if candidates or mode else None,
         on_trial=on_trial,
     )
@@ -456,6 +624,7 @@ def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
                 "split": info.split,
                 "seed_files": len(info.seed.entries),
                 "operators": {slot: spec.operator for slot, spec in _slots(info)},
+                "models": info.models.as_json() if info.models else None,
             }
         )
     else:
@@ -477,6 +646,53 @@ def recipe_show(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
     else:
         click.echo(f"# digest: {resolved.digest}")
         click.echo(recipe_mod.dump(resolved.data), nl=False)
+
+
+# -- task sets -----------------------------------------------------------------------
+
+
+@main.group()
+def tasks() -> None:
+    """Check Harbor task folders and data sets."""
+
+
+@tasks.command("check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--oracle",
+    is_flag=True,
+    help="run each task's solution/solve.sh as the agent on the local and harbor engines",
+)
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(["local", "harbor"]),
+    help="with --oracle: only this engine (repeatable; default both)",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def tasks_check(path: Path, oracle: bool, engines: tuple[str, ...], as_json: bool) -> None:
+    """Validate PATH, a Harbor task folder or a folder of tasks: one line per problem.
+
+    Exit 0 when there is none, 1 when there are problems, 2 when PATH holds no task."""
+    from rsiframe.taskcheck import ENGINES, check
+
+    report = check(path, oracle=oracle, engines=engines or ENGINES)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        for p in report.problems:
+            click.echo(str(p))
+        done = f"{report.tasks} task(s)" + (
+            ", oracle on " + "+".join(report.oracle) if oracle else ""
+        )
+        click.echo(
+            f"{path}: {done}: " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"),
+            err=True,
+        )
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
 
 
 # -- operators -----------------------------------------------------------------------
@@ -575,6 +791,23 @@ def operators_describe(name: str, as_json: bool) -> None:
         default = "(required)" if f["required"] else json.dumps(f["default"], default=str)
         table.add_row(f["name"], f["type"], default, f["description"])
     out.print(table)
+
+
+# -- models in the loop (issue 13) ----------------------------------------------------
+
+
+@main.command("stub-llm")
+@click.option("--script", "script", type=click.Path(path_type=Path), required=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8765, show_default=True)
+@friendly
+def stub_llm(script: Path, host: str, port: int) -> None:
+    """Serve a scripted OpenAI-compatible stub endpoint (tests, demos; GET /stub/stats)."""
+    from rsiframe.stubllm import Script, StubLLM, uvicorn
+
+    stub = StubLLM(Script.load(script))
+    click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")
+    uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
 
 
 def _slots(info: Any) -> list[tuple[str, Any]]:

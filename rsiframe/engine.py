@@ -371,6 +371,7 @@ class Engine:
             evaluator_fingerprint=st.evaluator_fingerprint,
             taskset_fingerprint=self.task_lock.fingerprint,
             isolation=self.evaluator.isolation,
+            evaluator=self.evaluator.record_part(),
         )
 
     def _gated(self, c: Candidate) -> None:

@@ -66,3 +66,22 @@ class SandboxError(RsiError):
     """The sandbox could not be started (not a task failure: the evaluation fails)."""
 
     exit_code = EXIT_FAILED
+
+
+class EngineUnavailable(RsiError):
+    """An evaluator engine or environment the recipe names cannot run here (checked at
+    preflight: Harbor's environment, an environment that cannot start, Docker down)."""
+
+
+class ModelError(RsiError):
+    """A model call cannot be made or answered: unreachable, refused, garbage, over budget."""
+
+    exit_code = EXIT_FAILED
+
+
+class RunNotVerified(RsiError):
+    """A run given to compare fails ``verify``: its scores are not read."""
+
+
+class MixedRuns(RsiError):
+    """Runs to compare differ in task set or evaluator (allowed only with --force)."""

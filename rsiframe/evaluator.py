@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, faults, serving
+from rsiframe import __version__, docker_sandbox, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
 from rsiframe.cpuslots import cpu_slot
@@ -55,8 +55,9 @@ class LocalEngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     agent: str = Field(description="shell command that runs the candidate's agent (cwd /app)")
-    sandbox: Literal["auto", "bwrap", "process"] = Field(
-        "auto", description="bwrap, the plain process fallback, or auto (bwrap when it works)"
+    sandbox: Literal["auto", "bwrap", "process", "docker"] = Field(
+        "auto",
+        description="bwrap, the plain process fallback, auto (bwrap when it works), or docker",
     )
     concurrency: int = Field(2, ge=1, le=256, description="tasks run at the same time")
     agent_timeout_s: float | None = Field(
@@ -169,15 +170,24 @@ class LocalEngine:
 
     def lock_parts(self) -> dict[str, Any]:
         """What the fingerprint covers besides the code: these are named in evaluator.lock.json."""
-        return {
+        parts = {
             "engine": self.name,
             "config": self.config.model_dump(mode="json"),
             "isolation": self.isolation,
             "framework": __version__,
         }
+        if isinstance(self.sandbox, docker_sandbox.DockerSandbox):  # another image: resume refused
+            parts["image"] = self.sandbox.image_id
+        return parts
 
     def fingerprint(self) -> str:
         return sha256_json({**self.lock_parts(), "code": _code_digest()})
+
+    def record_part(self) -> dict[str, Any] | None:
+        """The certified record's evaluator part: the Docker image a container ran from
+        (none for bubblewrap and the process runner)."""
+        record = getattr(self.sandbox, "record", None)
+        return {"engine": self.name, **record()} if record is not None else None
 
     def run(
         self,
@@ -411,9 +421,24 @@ def _phase(res: ProcResult) -> dict[str, Any]:
     }
 
 
-ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], LocalEngine]]] = {
+ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], Any]]] = {
     "local": (LocalEngineConfig, LocalEngine),
+    "harbor": (harbor_engine.HarborEngineConfig, harbor_engine.HarborEngine),
 }
+#: checks an engine makes before a run folder exists (bad input: one line, exit 2)
+PREFLIGHT: dict[str, Callable[[Any, TaskSet, list[str]], None]] = {
+    "local": lambda config, taskset, ids: (
+        docker_sandbox.check() if config.sandbox == "docker" else None
+    ),
+    "harbor": harbor_engine.preflight,
+}
+
+
+def preflight_engine(engine: str, config: BaseModel, taskset: TaskSet, task_ids: list[str]) -> None:
+    """The engine's own preflight (Harbor: its environment starts, it accepts the tasks)."""
+    check = PREFLIGHT.get(engine)
+    if check is not None:
+        check(config, taskset, task_ids)
 
 
 def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:

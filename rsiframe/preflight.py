@@ -7,7 +7,9 @@ from pathlib import Path
 
 from rsiframe import recipe as recipe_mod
 from rsiframe.errors import RecipeError
+from rsiframe.evaluator import preflight_engine
 from rsiframe.gittree import Snapshot, snapshot
+from rsiframe.models_schema import ModelCheck, check_models
 from rsiframe.surface import Surface
 from rsiframe.tasks import TaskSet, make_split
 
@@ -20,6 +22,7 @@ class Plan:
     taskset: TaskSet
     split: dict[str, list[str]]
     seed: Snapshot
+    models: ModelCheck | None = None
 
     def __str__(self) -> str:
         sizes = ", ".join(f"{len(v)} {k}" for k, v in self.split.items())
@@ -34,6 +37,8 @@ def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
     resolved = recipe_mod.load(recipe_path, sets)
     r = resolved.recipe
     where = str(resolved.source)
+    configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
+    models = check_models(r.models, configs, where=where)  # no call is made
     taskset = TaskSet.load(r.tasks.path)
     split = make_split(
         sorted(taskset.tasks),
@@ -50,4 +55,6 @@ def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
     surface = Surface(tuple(r.surface.include), tuple(r.surface.exclude))
     if not surface.matching(seed.entries):
         raise RecipeError("surface: the include globs match no file in the seed", where=where)
-    return Plan(resolved, taskset, split, seed)
+    ids = [t for s in split.values() for t in s]
+    preflight_engine(r.evaluator.engine, resolved.evaluator_config, taskset, ids)
+    return Plan(resolved, taskset, split, seed, models)

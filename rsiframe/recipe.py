@@ -233,6 +233,8 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
         data["slots"][slot]["config"] = config.model_dump(mode="json")
     data["slots"] = {k: v for k, v in data["slots"].items() if v is not None}
     data["evaluator"]["config"] = evaluator_config.model_dump(mode="json")
+    if not data["models"]:  # a recipe without models keeps the digest it had before them
+        del data["models"]
     if "concurrency" not in recipe.model_fields_set:  # runs from before the key keep their digest
         data.pop("concurrency", None)
     return ResolvedRecipe(

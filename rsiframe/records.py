@@ -43,6 +43,8 @@ class EvaluationPredicate(BaseModel):
     score: float
     isolation: str
     model: dict[str, Any] | None = None
+    #: the engine's own part: for ``harbor``, the engine, Harbor's version, the environment
+    evaluator: dict[str, Any] | None = None
     framework_version: str
     started_at: float
     finished_at: float
@@ -68,7 +70,10 @@ def make_statement(commit: str, tree: str, predicate: EvaluationPredicate) -> di
             }
         ],
         "predicateType": PREDICATE_TYPE,
-        "predicate": predicate.model_dump(mode="json"),
+        # records of engines without an evaluator part stay as they always were
+        "predicate": predicate.model_dump(
+            mode="json", exclude={"evaluator"} if predicate.evaluator is None else None
+        ),
     }
 
 

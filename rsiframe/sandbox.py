@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import glob
+import importlib
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -440,10 +441,10 @@ class SandboxOptions(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    sandbox: Literal["bwrap", "auto", "process"] = Field(
+    sandbox: Literal["bwrap", "auto", "process", "docker"] = Field(
         "bwrap",
         description="bwrap (fail if it does not work), auto (fall back to a plain process), "
-        "or process",
+        "process, or docker (a container of the local base image)",
     )
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     memory_mb: int | None = Field(4096, gt=0, description="address-space limit per process")
@@ -492,8 +493,23 @@ class SandboxOptions(BaseModel):
         }
 
 
+#: sandboxes implemented outside this module, by kind; the module named in ``_MODULES``
+#: registers its kind when first asked for (the docker SDK loads only then)
+_KINDS: dict[str, Callable[[], Sandbox]] = {}
+_MODULES = {"docker": "rsiframe.docker_sandbox"}
+
+
+def register(kind: str, factory: Callable[[], Sandbox]) -> None:
+    """Make ``make_sandbox(kind)`` return ``factory()`` (a sandbox module registers itself)."""
+    _KINDS[kind] = factory
+
+
 def make_sandbox(kind: str) -> Sandbox:
     """``auto`` picks bubblewrap when it works here and the process runner otherwise."""
+    if kind in _MODULES and kind not in _KINDS:
+        importlib.import_module(_MODULES[kind])
+    if kind in _KINDS:
+        return _KINDS[kind]()
     if kind == "process":
         return ProcessSandbox()
     if kind in ("bwrap", "auto"):

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from rsiframe.api import SLOT_TABLE, SlotSpec
 from rsiframe.gittree import DEFAULT_IGNORE
+from rsiframe.models_schema import Models
 
 
 class _Strict(BaseModel):
@@ -146,4 +147,5 @@ class Recipe(_Strict):
     children_per_generation: int = Field(4, ge=1)
     random_seed: int = 0
     information: InformationSpec = Field(default_factory=InformationSpec)
+    models: Models = Field(default_factory=dict, description="declared models (issue 13)")
     concurrency: ConcurrencySpec = Field(default_factory=ConcurrencySpec)

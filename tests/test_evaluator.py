@@ -320,7 +320,7 @@ def test_fingerprint_depends_on_isolation(tmp_path: Path) -> None:
 
 def test_config_is_validated() -> None:
     with pytest.raises(ValueError):
-        LocalEngineConfig(agent="x", sandbox="docker")  # type: ignore[arg-type]
+        LocalEngineConfig(agent="x", sandbox="podman")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         LocalEngineConfig(agent="x", concurrency=0)
     with pytest.raises(ValueError):

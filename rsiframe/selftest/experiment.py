@@ -207,10 +207,12 @@ def build(
     params: dict[str, Any] | None = None,
     slots: dict[str, Any] | None = None,
     sandbox: str = "auto",
+    engine: str = "local",
     concurrency: dict[str, Any] | None = None,
 ) -> Experiment:
     """Write the experiment under ``root``. ``params`` switches mutate to the attack script;
-    ``concurrency`` is the recipe's ``concurrency:`` (candidates in flight, mode)."""
+    ``engine: harbor`` evaluates through Harbor in its ``bwrap`` environment; ``concurrency``
+    is the recipe's ``concurrency:`` (candidates in flight, mode)."""
     root.mkdir(parents=True, exist_ok=True)
     tasks = root / "tasks"
     for tid, need in NEEDS.items():
@@ -255,10 +257,10 @@ def build(
         "tasks": {"path": str(tasks), "split": dict(SPLIT)},
         "surface": {"include": ["**"], "exclude": ["fixed/**"]},
         "evaluator": {
-            "engine": "local",
+            "engine": engine,
             "config": {
                 "agent": 'python3 "$RSI_CANDIDATE/agent.py"',
-                "sandbox": sandbox,
+                **({"sandbox": sandbox} if engine == "local" else {"environment": "bwrap"}),
                 "concurrency": 2,
                 "agent_timeout_s": 20,
             },

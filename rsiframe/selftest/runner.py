@@ -68,13 +68,15 @@ def run_trial(
     index: int,
     seed: int,
     sandbox: str = "auto",
+    engine: str = "local",
     concurrency: dict[str, Any] | None = None,
 ) -> TrialResult:
     """One independent trial in its own temp folder (removed afterwards)."""
     root = Path(tempfile.mkdtemp(prefix=f"rsiframe-selftest-{name}-"))
     t0 = time.perf_counter()
     try:
-        problems = SCENARIOS[name](Trial(index, random.Random(seed), root, sandbox, concurrency))
+        trial = Trial(index, random.Random(seed), root, sandbox, engine, concurrency)
+        problems = SCENARIOS[name](trial)
     except Exception as exc:  # a crash of the scenario itself is a failed trial, with its cause
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         problems = [f"{type(exc).__name__}: {exc} (at {Path(tb.filename).name}:{tb.lineno})"]
@@ -95,6 +97,7 @@ def run_selftest(
     *,
     seed: int | None = None,
     sandbox: str = "auto",
+    engine: str = "local",
     concurrency: dict[str, Any] | None = None,
     on_trial: Callable[[str, TrialResult], None] | None = None,
 ) -> SelftestReport:
@@ -107,7 +110,7 @@ def run_selftest(
         outcomes = []
         for i in range(trials):
             trial_seed = random.Random(f"{base}:{name}:{i}").randrange(2**31)
-            r = run_trial(name, i, trial_seed, sandbox, concurrency)
+            r = run_trial(name, i, trial_seed, sandbox, engine, concurrency)
             outcomes.append(r)
             if on_trial is not None:
                 on_trial(name, r)
@@ -125,7 +128,7 @@ def run_selftest(
         )
     return SelftestReport(
         ok=all(r.failed == 0 for r in results),
-        isolation=make_sandbox(sandbox).isolation,
+        isolation=make_sandbox(sandbox).isolation if engine == "local" else f"{engine}:bwrap",
         trials=trials,
         seed=base,
         seconds=round(time.perf_counter() - start, 2),

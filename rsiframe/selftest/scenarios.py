@@ -41,12 +41,17 @@ class Trial:
     rng: random.Random
     root: Path
     sandbox: str = "auto"  # the evaluator's sandbox in the experiment's recipe
+    engine: str = "local"  # the experiment's evaluator engine (harbor: the bwrap environment)
     concurrency: dict[str, Any] | None = None  # the recipe's candidates in flight
 
     def experiment(self, **kw: Any) -> Experiment:
-        seed = self.rng.randrange(10_000)
         return build(
-            self.root / "exp", seed=seed, sandbox=self.sandbox, concurrency=self.concurrency, **kw
+            self.root / "exp",
+            seed=self.rng.randrange(10_000),
+            sandbox=self.sandbox,
+            engine=self.engine,
+            concurrency=self.concurrency,
+            **kw,
         )
 
 
@@ -238,6 +243,7 @@ def edit_evaluator(t: Trial) -> list[str]:
         t.root / "exp",
         seed=t.rng.randrange(10_000),
         sandbox=t.sandbox,
+        engine=t.engine,
         concurrency=t.concurrency,
         generations=1,
         children=2,

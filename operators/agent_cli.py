@@ -1,0 +1,137 @@
+"""mutate ``agent_cli``: a coding agent edits the work folder inside the mutation sandbox.
+
+The agent runs under bubblewrap (by default) with the work folder as its only writable
+mount and no network: it reaches models only through the run's gateway, whose socket is
+mounted and exposed at ``$OPENAI_BASE_URL`` by ``serving.py forward`` (the key it sees,
+``$OPENAI_API_KEY``, is a per-sandbox token, never a provider key). Profiles:
+
+- ``mini-swe-agent``: ``mini`` (``pip install mini-swe-agent``), model ``openai/<name>``;
+- ``codex``: ``codex exec`` (OpenAI's Codex CLI, reads ``OPENAI_BASE_URL``);
+- ``claude``: ``claude -p`` (Claude Code; ``ANTHROPIC_BASE_URL`` set to the gateway,
+  which passes ``/v1/messages`` to a model declared with ``api: anthropic``);
+- ``opencode``: ``opencode run`` with model ``openai/<name>``;
+- ``command``: any ``command``, with ``{instruction}``, ``{workdir}`` and ``{model}``
+  filled in (shell-quoted).
+
+The instruction is rendered from ``prompts/agent_cli.md.j2`` with the same context as
+``llm_edit``. A profile whose CLI is not on PATH fails ``recipe check`` with one line.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rsiframe import llm
+from rsiframe.api import MutateContext, MutateOperator, Mutation, SandboxUse
+from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mutation_context
+from rsiframe.operators.shell import WORK_INSIDE, failure, tail
+from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
+
+PLACEHOLDER = re.compile(r"\{(instruction|workdir|model)\}")
+Profile = Literal["mini-swe-agent", "codex", "claude", "opencode", "command"]
+
+#: profile -> (the CLI it needs, the command template); {instruction} etc. are shell-quoted
+PROFILES: dict[str, tuple[str, str]] = {
+    "mini-swe-agent": (
+        "mini",
+        "MSWEA_CONFIGURED=true OPENAI_API_BASE=$OPENAI_BASE_URL "
+        "mini --yolo --exit-immediately --cost-limit 0 -o /tmp/mini.traj.json "
+        "--model openai/{model} --task {instruction}",
+    ),
+    "codex": (
+        "codex",
+        "codex exec --skip-git-repo-check --full-auto --model {model} {instruction}",
+    ),
+    "claude": (
+        "claude",
+        'ANTHROPIC_BASE_URL="${OPENAI_BASE_URL%/v1}" ANTHROPIC_API_KEY="$OPENAI_API_KEY" '
+        "claude -p --dangerously-skip-permissions --model {model} {instruction}",
+    ),
+    "opencode": ("opencode", "opencode run --model openai/{model} {instruction}"),
+}
+INSTALL_HINT = {
+    "mini": "pip install mini-swe-agent",
+    "codex": "npm install -g @openai/codex",
+    "claude": "npm install -g @anthropic-ai/claude-code",
+    "opencode": "npm install -g opencode-ai",
+}
+
+
+class AgentCliConfig(SandboxOptions, ModelOperatorConfig, ContextLimits):
+    profile: Profile = Field("mini-swe-agent", description="which coding agent to run")
+    command: str | None = Field(
+        None, description="profile command: the command line ({instruction}, {workdir}, {model})"
+    )
+    timeout_s: float = Field(900.0, gt=0, description="wall-clock limit for the agent")
+
+    @model_validator(mode="after")
+    def _runnable(self) -> AgentCliConfig:
+        if self.profile == "command":
+            if not self.command:
+                raise ValueError("profile command needs a command")
+            return self
+        if self.command:
+            raise ValueError(f"profile {self.profile} takes no command (use profile: command)")
+        exe = PROFILES[self.profile][0]
+        if shutil.which(exe) is None:
+            raise ValueError(
+                f"profile {self.profile}: the {exe!r} command is not on PATH "
+                f"(install it: {INSTALL_HINT[exe]}, or use profile: command)"
+            )
+        return self
+
+
+def render_command(cfg: AgentCliConfig, instruction: str, workdir: str) -> str:
+    """The shell command line a profile runs, every value shell-quoted."""
+    template = cfg.command if cfg.profile == "command" else PROFILES[cfg.profile][1]
+    assert template is not None
+    values = {"instruction": instruction, "workdir": workdir, "model": cfg.model}
+    # only these three names are filled in: any other brace is the command's own (${VAR})
+    return PLACEHOLDER.sub(lambda m: shlex.quote(values[m.group(1)]), template)
+
+
+class AgentFailed(RuntimeError):
+    """The coding agent failed (exit status, timeout, output cap); the child is rejected."""
+
+
+class AgentCli(MutateOperator):
+    """Runs a coding agent CLI in the sandboxed work folder, its models via the gateway."""
+
+    name = "agent_cli"
+    Config = AgentCliConfig
+    config: AgentCliConfig
+
+    def mutate(self, ctx: MutateContext) -> Mutation:
+        cfg = self.config
+        instruction = cfg.render("agent_cli.md.j2", **mutation_context(ctx, cfg))
+        sb = make_sandbox(cfg.sandbox)
+        work = Mount(ctx.workdir, WORK_INSIDE, writable=True)
+        command = render_command(cfg, instruction, sb.view(work))
+        endpoint = llm.sandbox_endpoints()(f"agent_cli:{ctx.candidate_id}", model=cfg.model)
+        argv, mounts, model_env = endpoint.harness(sb, ["sh", "-c", command])
+        env = {**cfg.host_env(), **model_env, "RSI_WORKDIR": sb.view(work), "HOME": "/tmp"}
+        res = sb.run(
+            argv,
+            mounts=[work, *mounts],
+            cwd=work,
+            env=env,
+            timeout=cfg.timeout_s,
+            network=False,  # the gateway is reached through its mounted socket only
+            output_limit=cfg.output_limit_bytes,
+            memory_mb=cfg.memory_mb,
+            output_cap=cfg.output_cap_bytes,
+        )
+        use = SandboxUse(**cfg.use_fields(sb.isolation, cfg.timeout_s))
+        why = failure(res, cfg.timeout_s, cfg)
+        if why is not None:
+            raise AgentFailed(f"agent_cli {cfg.profile} {why} [{use.isolation}]: {tail(res, 500)}")
+        return Mutation(
+            description=f"agent_cli {cfg.profile} ({cfg.model})",
+            details={"profile": cfg.profile, "transcript_tail": tail(res), "model": cfg.model},
+            sandbox=use,
+        )

@@ -1,0 +1,85 @@
+"""mutate ``llm_edit``: a model proposes SEARCH/REPLACE edits (or whole small files).
+
+The prompt (template ``prompts/llm_edit.md.j2``, overridable) shows the surface files
+(size-capped, the ones the failures and analysis name first), the parent's train result,
+its failing trajectories, the analysis (with an ``llm_evidence`` change manifest when
+there is one), the lessons and the recipe's notes. The answer is parsed and applied
+strictly (:mod:`rsiframe.operators.edits`); a block that does not parse or match is fed
+back to the model, up to ``retries`` more times, and then the child is rejected with the
+reason. An edit outside the surface is applied and left for the guardrail to reject.
+Calls go through the run's gateway (:func:`rsiframe.llm.current`), which meters them.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from rsiframe import llm
+from rsiframe.api import MutateContext, MutateOperator, Mutation
+from rsiframe.operators.edits import EditError, apply_edits, parse_edits
+from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mutation_context
+
+
+class LlmEditConfig(ModelOperatorConfig, ContextLimits):
+    retries: int = Field(2, ge=0, description="times a failed edit is fed back to the model")
+    whole_file_max_bytes: int = Field(
+        4000, ge=0, description="files up to this size may be answered whole"
+    )
+
+
+class EditRejected(RuntimeError):
+    """The model's edits could not be applied after every retry; the child is rejected."""
+
+
+class LlmEdit(MutateOperator):
+    """Asks a declared model for SEARCH/REPLACE edits to the surface and applies them."""
+
+    name = "llm_edit"
+    Config = LlmEditConfig
+    config: LlmEditConfig
+
+    def _big(self, ctx: MutateContext, path: str) -> bool:
+        """An existing file too large to be answered whole (new files always may be)."""
+        p = ctx.workdir / path
+        return p.is_file() and p.stat().st_size > self.config.whole_file_max_bytes
+
+    def mutate(self, ctx: MutateContext) -> Mutation:
+        cfg = self.config
+        context = mutation_context(ctx, cfg)
+        prompt = cfg.render("llm_edit.md.j2", **context)
+        messages = [{"role": "user", "content": prompt}]
+        client = llm.current()
+        attempts: list[dict] = []
+        for attempt in range(cfg.retries + 1):
+            answer = client.chat(
+                cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
+            )
+            try:
+                edits = parse_edits(answer.text, default_path=context["single_file"])
+                big = [e.path for e in edits if e.whole and self._big(ctx, e.path)]
+                if big:
+                    raise EditError(
+                        f"{', '.join(big)}: too large to replace whole; use SEARCH/REPLACE blocks"
+                    )
+                changed = apply_edits(edits, ctx.workdir)
+            except EditError as exc:
+                attempts.append({"attempt": attempt, "error": str(exc)})
+                messages += [
+                    {"role": "assistant", "content": answer.text},
+                    {"role": "user", "content": f"Your edit was not applied: {exc}. Try again."},
+                ]
+                continue
+            first = answer.text.strip().splitlines()[0] if answer.text.strip() else ""
+            description = first[:200] if first and "<<<<<<<" not in first else "llm_edit"
+            return Mutation(
+                description=description,
+                details={
+                    "model": cfg.model,
+                    "changed": changed,
+                    "edits": [{"path": e.path, "whole": e.whole} for e in edits],
+                    "failed_attempts": attempts,
+                },
+            )
+        raise EditRejected(
+            f"no applicable edit after {cfg.retries + 1} answers; last: {attempts[-1]['error']}"
+        )

@@ -1,0 +1,801 @@
+"""The model gateway: one framework-owned, metered OpenAI-compatible endpoint per run.
+
+Every consumer (an operator in the engine process, a coding agent in the mutation
+sandbox, a candidate's agent at evaluation) calls the gateway, never a provider. The
+gateway
+
+- speaks ``POST /v1/chat/completions`` and ``/v1/completions`` (streaming included),
+  ``GET /v1/models``, and passes ``/v1/responses`` (OpenAI Responses) and ``/v1/messages``
+  (Anthropic Messages) through to a declared model whose ``api`` speaks them;
+- authenticates each consumer by its own token (``Authorization: Bearer`` or
+  ``x-api-key``), minted by :meth:`Gateway.consumer`; the provider's key is read from the
+  gateway's environment and never leaves this process;
+- forwards with one kept ``httpx.AsyncClient`` per model (``max_concurrency``
+  connections, ``timeout_s``, ``retries`` on 429/5xx/timeouts, the declared ``model``
+  name substituted for the recipe's name);
+- reserves tokens and cost *before* forwarding (prompt estimate + ``max_tokens``) against
+  ``max_model_tokens`` / ``max_cost`` and answers 429 ``budget_exhausted`` past either;
+- meters every call from its own reading of the provider's usage (an estimate when the
+  provider sends none) into an append-only, fsynced ledger (:class:`Ledger`), with the
+  request and response stored content-addressed beside it, *before* the answer goes back;
+- serves a request whose digest (model, path, body without transport fields, and for a
+  sampled call a nonce from candidate, slot and the call's index) is already in the
+  ledger from that recorded evidence, at zero cost (resume, replay).
+
+Sandboxes reach it through a Unix socket in a folder of their own (:meth:`Gateway.
+sandbox_endpoint`), mounted into the no-network sandbox behind ``serving.py forward``.
+
+    python -m rsiframe.gateway --recipe R.yaml --state DIR --port 8790
+
+Engine wiring (to come; nothing in the engine uses this module yet): the engine starts one
+``Gateway(recipe.models, Ledger(run/model-calls, on_record=...), limits=Limits(budget.
+max_model_tokens, budget.max_cost))`` per run (the ledger, reopened on resume, holds what
+was spent and what is cached); wraps each operator call
+in ``llm.use(gw.client(f"{slot}:{cid}", candidate=cid, slot=slot), endpoints=partial(
+gw.sandbox_endpoint, candidate=cid, slot=slot))``; turns each ledger :class:`Entry` into a
+``model_call`` event and its evidence into artifacts (``on_record``); maps a 429
+``budget_exhausted`` to ``budget_exhausted``; gives an evaluation's harness
+``gw.sandbox_endpoint(...).harness(sb, argv)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from rsiframe.digest import sha256_json
+from rsiframe.errors import RsiError
+from rsiframe.ledger import Entry, Ledger
+from rsiframe.models_schema import ModelSpec, ResolvedModel
+
+#: request body keys that change how an answer travels, not what it is (left out of digests)
+TRANSPORT_KEYS = ("stream_options", "user", "metadata")
+#: paths the gateway forwards, and the wire protocol each needs upstream
+PATHS = {
+    "/v1/chat/completions": "openai",
+    "/v1/completions": "openai",
+    "/v1/responses": "openai",
+    "/v1/messages": "anthropic",
+}
+MAX_BODY = 16 << 20
+NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+#: the reservation for a request that sets no max_tokens
+DEFAULT_MAX_TOKENS = 4096
+
+
+def prompt_text(path: str, body: Mapping[str, Any]) -> str:
+    """Every piece of prompt text in a request body, joined (for estimates)."""
+    if path.endswith("/completions") and "messages" not in body:
+        p = body.get("prompt", "")
+        return "\n".join(map(str, p)) if isinstance(p, list) else str(p)
+    parts: list[str] = []
+    for key in ("system", "instructions"):
+        if isinstance(body.get(key), str):
+            parts.append(body[key])
+    msgs = body.get("messages", body.get("input", []))
+    if isinstance(msgs, str):
+        msgs = [{"content": msgs}]
+    for m in msgs if isinstance(msgs, list) else []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [str(c.get("text", "")) for c in content if isinstance(c, dict)]
+    return "\n".join(parts)
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative-enough count for reservations and providers that report none."""
+    return max(1, -(-len(text) // 4))
+
+
+def is_sampled(body: Mapping[str, Any]) -> bool:
+    """A call whose answer may differ between two identical requests (temperature > 0)."""
+    t = body.get("temperature", 1.0)
+    return not (isinstance(t, int | float) and t == 0)
+
+
+# -- consumers, limits, ledger ---------------------------------------------------------
+
+
+@dataclass
+class Consumer:
+    """Who is calling: an operator (``slot``) or a sandbox, for one candidate."""
+
+    name: str
+    token: str
+    candidate: str | None = None
+    slot: str | None = None
+    models: frozenset[str] | None = None  # None: every declared model
+    calls: int = 0  # sampled calls so far (the nonce's index)
+    allowance: int | None = None  # tokens this consumer (one operation) may spend in all
+    spent: int = 0
+    reserved: int = 0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The run's budget keys the gateway enforces; None is unlimited."""
+
+    max_model_tokens: int | None = None
+    max_cost: float | None = None
+
+
+# -- the gateway -----------------------------------------------------------------------
+
+
+class GatewayError(Exception):
+    def __init__(self, status: int, message: str, kind: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.code = status, message, kind, code
+
+    def response(self) -> JSONResponse:
+        body = {"error": {"message": self.message, "type": self.kind, "code": self.code}}
+        return JSONResponse(body, self.status)
+
+
+@dataclass
+class _Upstream:
+    resolved: ResolvedModel
+    client: httpx.AsyncClient
+    gate: asyncio.Semaphore
+
+
+@dataclass
+class _Reservation:
+    tokens: int
+    cost: float
+    consumer: Consumer | None = None
+
+    def charge(self, entry: Entry) -> None:
+        """Count a metered call against its consumer's allowance."""
+        if self.consumer is not None:
+            self.consumer.spent += entry.prompt_tokens + entry.completion_tokens
+
+
+@dataclass
+class SandboxEndpoint:
+    """A sandbox's way in: a folder holding the socket (mount it) and its token."""
+
+    name: str
+    folder: Path
+    token: str
+    model: str  # the default model name for the harness ($RSI_MODEL)
+
+    def harness(self, sb: Any, argv: list[str]) -> tuple[list[str], list[Any], dict[str, str]]:
+        """``argv`` behind the in-sandbox forwarder of ``serving.py`` (reused as is), its
+        mounts, and the environment: ``OPENAI_API_KEY`` is this sandbox's token only."""
+        from rsiframe.serving import OpenEndpoint
+
+        wrapped, mounts, env = OpenEndpoint(self.name, self.model, self.folder).harness(sb, argv)
+        return wrapped, mounts, {**env, "OPENAI_API_KEY": self.token}
+
+
+class Gateway:
+    """The gateway's state and ASGI app; :meth:`start` serves it from a background thread."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelSpec],
+        ledger: Ledger,
+        *,
+        limits: Limits = Limits(),
+        environ: Mapping[str, str] | None = None,
+        retry_backoff_s: float = 0.5,
+        socket_root: Path | None = None,
+    ) -> None:
+        self.specs = dict(models)
+        self.resolved = {name: spec.resolve(environ) for name, spec in self.specs.items()}
+        self.ledger = ledger
+        self.limits = limits
+        self.backoff = retry_backoff_s
+        # AF_UNIX paths are limited to 107 bytes: sockets live under a short temp folder
+        self.socket_root = Path(socket_root or tempfile.mkdtemp(prefix="rsigw-"))
+        self.consumers: dict[str, Consumer] = {}
+        self._reserved = _Reservation(0, 0.0)
+        self._lock = threading.Lock()
+        self._upstreams: dict[str, _Upstream] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._servers: list[Any] = []
+        self._thread: threading.Thread | None = None
+        self.port: int | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/v1/models", self._models, methods=["GET"]),
+                *(Route(p, self._forward, methods=["POST"]) for p in PATHS),
+            ]
+        )
+
+    # -- consumers ----------------------------------------------------------------------
+
+    def consumer(
+        self,
+        name: str,
+        *,
+        candidate: str | None = None,
+        slot: str | None = None,
+        models: list[str] | None = None,
+        allowance: int | None = None,
+    ) -> Consumer:
+        """Mint a token for one consumer (an operator call or a sandbox); ``allowance``
+        caps the tokens it may spend in all (``max_tokens_per_mutation``)."""
+        c = Consumer(
+            name,
+            "rsi-" + secrets.token_urlsafe(24),
+            candidate,
+            slot,
+            frozenset(models) if models is not None else None,
+            allowance=allowance,
+        )
+        with self._lock:
+            self.consumers[c.token] = c
+        return c
+
+    def client(self, name: str, *, candidate: str | None = None, slot: str | None = None) -> Any:
+        """An in-process client (``rsiframe.llm.GatewayClient``) for one consumer."""
+        from rsiframe.llm import GatewayClient
+
+        assert self.port is not None, "start() the gateway first"
+        return GatewayClient(self.url, self.consumer(name, candidate=candidate, slot=slot).token)
+
+    def revoke(self, consumer: Consumer) -> None:
+        with self._lock:
+            self.consumers.pop(consumer.token, None)
+
+    def sandbox_endpoint(
+        self, name: str, *, model: str, candidate: str | None = None, slot: str | None = None
+    ) -> SandboxEndpoint:
+        """A Unix socket in a folder of its own, served by this gateway, with a token."""
+        from rsiframe.serving import SOCKET
+
+        c = self.consumer(name, candidate=candidate, slot=slot)
+        folder = self.socket_root / secrets.token_hex(8)
+        folder.mkdir(parents=True, mode=0o700)
+        path = folder / SOCKET
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(path))
+        os.chmod(path, 0o777)
+        folder.chmod(0o755)
+        self._serve_socket(sock)
+        return SandboxEndpoint(name, folder, c.token, model)
+
+    # -- serving ------------------------------------------------------------------------
+
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> Gateway:
+        """Serve on ``host:port`` (0: any free port) from a background event loop."""
+        ready = threading.Event()
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, daemon=True, name="rsiframe-gateway")
+        self._thread.start()
+        ready.wait()
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted connections inherit it; without it small answers wait for delayed ACKs
+        tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        tcp.bind((host, port))
+        self.port = tcp.getsockname()[1]
+        self._serve_socket(tcp)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _serve_socket(self, sock: socket.socket) -> None:
+        import uvicorn
+
+        assert self._loop is not None, "start() the gateway first"
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+        server = uvicorn.Server(config)
+        self._servers.append((server, sock))
+        asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), self._loop)
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not start listening")
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        for server, _sock in self._servers:
+            server.should_exit = True
+        time.sleep(0.2)
+
+        async def close() -> None:
+            for up in self._upstreams.values():
+                await up.client.aclose()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        for _server, sock in self._servers:
+            with contextlib.suppress(OSError):
+                sock.close()
+        shutil.rmtree(self.socket_root, ignore_errors=True)
+        self._loop = None
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- request handling ----------------------------------------------------------------
+
+    def _who(self, request: Request) -> Consumer:
+        auth = request.headers.get("authorization", "")
+        token = auth.removeprefix("Bearer ").strip() if auth else ""
+        token = token or request.headers.get("x-api-key", "")
+        c = self.consumers.get(token)
+        if c is None:
+            raise GatewayError(401, "unknown gateway token", "authentication_error")
+        return c
+
+    async def _models(self, request: Request) -> Response:
+        try:
+            c = self._who(request)
+        except GatewayError as exc:
+            return exc.response()
+        names = sorted(n for n in self.specs if c.models is None or n in c.models)
+        data = [{"id": n, "object": "model", "owned_by": "rsiframe"} for n in names]
+        return JSONResponse({"object": "list", "data": data})
+
+    def _upstream(self, name: str) -> _Upstream:
+        up = self._upstreams.get(name)
+        if up is None:
+            r = self.resolved[name]
+            limits = httpx.Limits(max_connections=r.spec.max_concurrency)
+            transport = httpx.AsyncHTTPTransport(limits=limits, socket_options=NODELAY)
+            client = httpx.AsyncClient(timeout=r.spec.timeout_s, transport=transport)
+            up = _Upstream(r, client, asyncio.Semaphore(r.spec.max_concurrency))
+            self._upstreams[name] = up
+        return up
+
+    def digest(self, path: str, body: Mapping[str, Any], consumer: Consumer) -> str:
+        """The cache key: what was asked, and for a sampled call which call it was."""
+        content = {k: v for k, v in body.items() if k not in TRANSPORT_KEYS}
+        nonce = None
+        if is_sampled(body):
+            nonce = [consumer.candidate, consumer.slot, consumer.name, consumer.calls]
+            consumer.calls += 1
+        return sha256_json({"path": path, "body": content, "nonce": nonce})
+
+    def _reserve(
+        self, spec: ModelSpec, prompt: int, max_tokens: int, consumer: Consumer
+    ) -> _Reservation:
+        r = _Reservation(prompt + max_tokens, spec.price.cost(prompt, max_tokens), consumer)
+        with self._lock:
+            left = None if consumer.allowance is None else consumer.allowance - consumer.spent
+            if left is not None and consumer.reserved + r.tokens > left:
+                raise GatewayError(
+                    429,
+                    f"{consumer.name}: allowance of {consumer.allowance} tokens exhausted "
+                    f"({consumer.spent} spent, {r.tokens} asked)",
+                    "budget_exhausted",
+                    "allowance",
+                )
+            used = self.ledger.totals
+            lim = self.limits
+            if lim.max_model_tokens is not None and (
+                used.tokens + self._reserved.tokens + r.tokens > lim.max_model_tokens
+            ):
+                raise GatewayError(
+                    429,
+                    f"model token budget exhausted ({used.tokens} used, "
+                    f"{self._reserved.tokens} reserved, {r.tokens} asked, "
+                    f"limit {lim.max_model_tokens})",
+                    "budget_exhausted",
+                    "max_model_tokens",
+                )
+            if lim.max_cost is not None and (
+                used.cost_usd + self._reserved.cost + r.cost > lim.max_cost + 1e-12
+            ):
+                raise GatewayError(
+                    429,
+                    f"cost budget exhausted (${used.cost_usd:.6f} spent, "
+                    f"${r.cost:.6f} asked, limit ${lim.max_cost})",
+                    "budget_exhausted",
+                    "max_cost",
+                )
+            self._reserved.tokens += r.tokens
+            self._reserved.cost += r.cost
+            consumer.reserved += r.tokens
+        return r
+
+    def _release(self, r: _Reservation) -> None:
+        with self._lock:
+            self._reserved.tokens -= r.tokens
+            self._reserved.cost -= r.cost
+            if r.consumer is not None:
+                r.consumer.reserved -= r.tokens
+
+    async def _forward(self, request: Request) -> Response:
+        path = request.url.path
+        t0 = time.perf_counter()
+        try:
+            consumer = self._who(request)
+            raw = await _read_body(request)
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                msg = f"body is not JSON: {exc}"
+                raise GatewayError(400, msg, "invalid_request_error") from exc
+            if not isinstance(body, dict):
+                raise GatewayError(400, "body is not a JSON object", "invalid_request_error")
+            name = str(body.get("model", ""))
+            if name not in self.specs or (consumer.models and name not in consumer.models):
+                raise GatewayError(
+                    404,
+                    f"unknown model {name!r}; declared: {', '.join(sorted(self.specs))}",
+                    "invalid_request_error",
+                    "model_not_found",
+                )
+            spec = self.specs[name]
+            if PATHS[path] != spec.api:
+                raise GatewayError(
+                    400, f"model {name!r} does not speak {path}", "invalid_request_error"
+                )
+        except GatewayError as exc:
+            return exc.response()
+        digest = self.digest(path, body, consumer)
+        base = Entry(
+            0,
+            time.time(),
+            path,
+            name,
+            consumer.name,
+            consumer.candidate,
+            consumer.slot,
+            digest,
+            0,
+            stream=bool(body.get("stream")),
+        )
+        hit = self.ledger.cache.get(digest)
+        if hit is not None:
+            return self._replay(hit, base, t0)
+        max_tokens = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
+        max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+        prompt_est = estimate_tokens(prompt_text(path, body))
+        try:
+            reservation = self._reserve(spec, prompt_est, max_tokens, consumer)
+        except GatewayError as exc:
+            self.ledger.append(_done(base, 429, t0, error=exc.message))
+            return exc.response()
+        base.request = self.ledger.put(raw)
+        upstream_body = {**body, "model": spec.model}
+        if body.get("stream") and path in ("/v1/chat/completions", "/v1/completions"):
+            upstream_body["stream_options"] = {
+                **(body.get("stream_options") or {}),
+                "include_usage": True,
+            }
+        if body.get("stream"):
+            return await self._stream(name, path, upstream_body, base, reservation, t0, prompt_est)
+        call = asyncio.ensure_future(self._call(name, path, upstream_body))
+        left = asyncio.ensure_future(_client_left(request))
+        await asyncio.wait({call, left}, return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():  # the client left: cancel the provider call, charge nothing
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError, GatewayError):
+                await call
+            self._release(reservation)
+            self.ledger.append(_done(base, 499, t0, error="client disconnected; call cancelled"))
+            return Response(status_code=499)
+        left.cancel()
+        try:
+            data, parsed = call.result()
+        except GatewayError as exc:
+            self._release(reservation)
+            self.ledger.append(_done(base, exc.status, t0, error=exc.message))
+            return exc.response()
+        self._release(reservation)
+        entry = self._meter(base, spec, parsed.get("usage"), prompt_est, _answer_text(parsed), t0)
+        reservation.charge(entry)
+        entry.response = self.ledger.put(data)
+        self.ledger.append(entry)
+        return Response(data, 200, media_type="application/json")
+
+    def _meter(
+        self,
+        base: Entry,
+        spec: ModelSpec,
+        usage: Any,
+        prompt_est: int,
+        answer: str,
+        t0: float,
+    ) -> Entry:
+        p, c = _usage_numbers(usage)
+        source = "provider"
+        if p is None or c is None:
+            p, c, source = prompt_est, estimate_tokens(answer), "estimate"
+        e = _done(base, 200, t0)
+        e.prompt_tokens, e.completion_tokens, e.usage_source = p, c, source
+        e.cost_usd = spec.price.cost(p, c)
+        return e
+
+    def _replay(self, hit: Entry, base: Entry, t0: float) -> Response:
+        data = self.ledger.get(hit.response or "")
+        e = _done(base, 200, t0)
+        e.cached, e.request, e.response = True, hit.request, hit.response
+        self.ledger.append(e)
+        kind = "text/event-stream" if hit.stream else "application/json"
+        return Response(data, 200, media_type=kind)
+
+    async def _call(
+        self, name: str, path: str, body: dict[str, Any]
+    ) -> tuple[bytes, dict[str, Any]]:
+        """POST to the provider, retrying 429, 5xx, timeouts, unreachable and non-JSON
+        answers; GatewayError(502) once the retries are spent."""
+        up = self._upstream(name)
+        spec = up.resolved.spec
+        last = ""
+        for attempt in range(spec.retries + 1):
+            if attempt:
+                await asyncio.sleep(self.backoff * (2 ** (attempt - 1)))
+            try:
+                async with up.gate:
+                    r = await up.client.post(
+                        up.resolved.base_url + path.removeprefix("/v1"),
+                        json=body,
+                        headers=_auth(up.resolved),
+                    )
+            except httpx.TimeoutException:
+                last = f"timed out after {spec.timeout_s:g}s"
+                continue
+            except httpx.HTTPError as exc:
+                last = f"unreachable: {type(exc).__name__}: {exc}"
+                continue
+            if r.status_code == 200:
+                try:
+                    parsed = json.loads(r.content)
+                except ValueError:
+                    last = "the answer is not JSON"
+                    continue
+                if isinstance(parsed, dict):
+                    return r.content, parsed
+                last = "the answer is not a JSON object"
+                continue
+            last = f"HTTP {r.status_code}: {r.text[:200]}"
+            if r.status_code != 429 and r.status_code < 500:
+                raise GatewayError(r.status_code, f"provider refused: {last}", "upstream_error")
+        msg = f"model {name!r} failed after {spec.retries + 1} attempts: {last}"
+        raise GatewayError(502, msg, "upstream_error")
+
+    async def _stream(
+        self,
+        name: str,
+        path: str,
+        body: dict[str, Any],
+        base: Entry,
+        reservation: _Reservation,
+        t0: float,
+        prompt_est: int,
+    ) -> Response:
+        up = self._upstream(name)
+        spec = up.resolved.spec
+        url = up.resolved.base_url + path.removeprefix("/v1")
+        last = ""
+        for attempt in range(spec.retries + 1):
+            if attempt:
+                await asyncio.sleep(self.backoff * (2 ** (attempt - 1)))
+            try:
+                await up.gate.acquire()
+                req = up.client.build_request("POST", url, json=body, headers=_auth(up.resolved))
+                r = await up.client.send(req, stream=True)
+            except httpx.HTTPError as exc:
+                up.gate.release()
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if r.status_code == 200:
+                return StreamingResponse(
+                    self._relay(r, up, base, spec, reservation, t0, prompt_est),
+                    media_type="text/event-stream",
+                )
+            text = (await r.aread())[:200].decode(errors="replace")
+            await r.aclose()
+            up.gate.release()
+            last = f"HTTP {r.status_code}: {text}"
+            if r.status_code != 429 and r.status_code < 500:
+                break
+        self._release(reservation)
+        msg = f"model {name!r} failed after {attempt + 1} attempts: {last}"
+        self.ledger.append(_done(base, 502, t0, error=msg))
+        return GatewayError(502, msg, "upstream_error").response()
+
+    async def _relay(
+        self,
+        r: httpx.Response,
+        up: _Upstream,
+        base: Entry,
+        spec: ModelSpec,
+        reservation: _Reservation,
+        t0: float,
+        prompt_est: int,
+    ) -> AsyncIterator[bytes]:
+        # The last chunk is held back until the call is recorded, so a client never sees
+        # the end of a stream whose call is not yet in the ledger.
+        kept = bytearray()
+        held = b""
+        recorded = False
+
+        def record(status: int, error: str | None) -> None:
+            usage: dict[str, Any] = {}
+            text: list[str] = []
+            for event in _sse_events(bytes(kept)):
+                _collect(event, usage, text)
+            entry = self._meter(base, spec, usage or None, prompt_est, "".join(text), t0)
+            reservation.charge(entry)
+            entry.status, entry.error = status, error
+            if status == 200:
+                entry.response = self.ledger.put(bytes(kept))
+            self.ledger.append(entry)
+
+        try:
+            async for chunk in r.aiter_bytes():
+                kept += chunk
+                if held:
+                    yield held
+                held = chunk
+            await r.aclose()
+            up.gate.release()
+            self._release(reservation)
+            record(200, None)
+            recorded = True
+            if held:
+                yield held
+        finally:
+            if not recorded:  # the client or the provider left: paid for, never cached
+                await r.aclose()
+                up.gate.release()
+                self._release(reservation)
+                record(499, "stream ended early (client disconnected or provider failed)")
+
+
+async def _client_left(request: Request) -> None:
+    """Return when the client disconnects (the body is already read, so the next ASGI
+    message is ``http.disconnect``)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body, refused past MAX_BODY before it is all read."""
+    size = int(request.headers.get("content-length") or 0)
+    if size > MAX_BODY:
+        raise GatewayError(413, "request body too large", "invalid_request_error")
+    out = bytearray()
+    async for chunk in request.stream():
+        out += chunk
+        if len(out) > MAX_BODY:
+            raise GatewayError(413, "request body too large", "invalid_request_error")
+    return bytes(out)
+
+
+def _auth(r: ResolvedModel) -> dict[str, str]:
+    if r.spec.api == "anthropic":
+        return {"x-api-key": r.api_key, "anthropic-version": "2023-06-01"}
+    return {"Authorization": f"Bearer {r.api_key}"} if r.api_key else {}
+
+
+def _done(base: Entry, status: int, t0: float, error: str | None = None) -> Entry:
+    e = Entry(**asdict(base))
+    e.status, e.error = status, error
+    e.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+    return e
+
+
+def _usage_numbers(usage: Any) -> tuple[int | None, int | None]:
+    if not isinstance(usage, dict):
+        return None, None
+    p = usage.get("prompt_tokens", usage.get("input_tokens"))
+    c = usage.get("completion_tokens", usage.get("output_tokens"))
+    return (p if isinstance(p, int) else None), (c if isinstance(c, int) else None)
+
+
+def _answer_text(parsed: Mapping[str, Any]) -> str:
+    out: list[str] = []
+    for ch in parsed.get("choices") or []:
+        msg = ch.get("message") or {}
+        out.append(str(ch.get("text") or msg.get("content") or ""))
+    for block in parsed.get("content") or []:
+        if isinstance(block, dict):
+            out.append(str(block.get("text", "")))
+    return "".join(out)
+
+
+def _sse_events(data: bytes) -> list[dict[str, Any]]:
+    events = []
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("data:"):
+            payload = line[5:].strip()
+            if payload and payload != "[DONE]":
+                with contextlib.suppress(ValueError):
+                    obj = json.loads(payload)
+                    if isinstance(obj, dict):
+                        events.append(obj)
+    return events
+
+
+def _collect(event: Mapping[str, Any], usage: dict[str, Any], text: list[str]) -> None:
+    """Usage and answer text from one streamed event (OpenAI, Responses or Anthropic)."""
+    for holder in (event, event.get("response") or {}, event.get("message") or {}):
+        u = holder.get("usage") if isinstance(holder, dict) else None
+        if isinstance(u, dict):
+            for k, v in u.items():
+                if isinstance(v, int):
+                    usage[k] = max(usage.get(k, 0), v)
+    for ch in event.get("choices") or []:
+        delta = ch.get("delta") or {}
+        text.append(str(ch.get("text") or delta.get("content") or ""))
+    delta = event.get("delta")
+    if isinstance(delta, dict) and isinstance(delta.get("text"), str):
+        text.append(delta["text"])
+
+
+# -- running it as its own process -----------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a gateway for a recipe's models until interrupted (prints a consumer token)."""
+    from rsiframe import recipe as recipe_mod
+
+    ap = argparse.ArgumentParser(prog="rsiframe.gateway", description=__doc__.split("\n")[0])
+    ap.add_argument("--recipe", type=Path, required=True)
+    ap.add_argument("--state", type=Path, required=True, help="folder for ledger and evidence")
+    ap.add_argument("--port", type=int, default=8790)
+    args = ap.parse_args(argv)
+    try:
+        r = recipe_mod.load(args.recipe).recipe
+        gw = Gateway(
+            r.models,
+            Ledger(args.state),
+            limits=Limits(r.budget.max_model_tokens, r.budget.max_cost),
+        ).start(args.port)
+    except RsiError as exc:
+        print(f"rsiframe.gateway: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    token = gw.consumer("cli").token
+    print(json.dumps({"url": gw.url, "token": token}), flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        gw.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["Consumer", "Entry", "Gateway", "Ledger", "Limits", "SandboxEndpoint"]

@@ -1,0 +1,502 @@
+"""The ``harbor`` evaluator engine: a split's tasks run by Harbor itself, out of process.
+
+rsiframe writes a Harbor job config (the split's task folders, ``n_concurrent_trials``
+from ``concurrency``, the environment by name, the agent) and runs ``harbor run -c`` from
+Harbor's own venv (:mod:`rsiframe.harborenv`, ``HARBOR_TELEMETRY=0``). The agent is the
+candidate's own harness through :class:`rsiframe.inharbor.agent.CandidateAgent`, which
+starts the candidate's command inside the environment via its ``exec`` (candidate code
+never runs in Harbor's process), or a Harbor built-in agent (``harbor_agent``) whose
+kwargs may come from the candidate's files (``agent_config``). Environments: ``bwrap``
+(:mod:`rsiframe.inharbor.environment`, the default), ``docker`` (needs Compose v2), and
+the cloud sandboxes by name with their kwargs.
+
+Each trial's ``result.json`` becomes a :class:`~rsiframe.evaluator.TaskRun`: reward,
+exception, phase timings, agent tokens and cost, and the trial's files (ATIF trajectory
+included) as content-addressed artifacts; the whole job folder is kept as a manifest of
+artifacts. Harbor's version is part of the fingerprint, so another Harbor refuses resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rsiframe import __version__, harborenv
+from rsiframe.digest import sha256_bytes, sha256_json
+from rsiframe.errors import EngineUnavailable, TaskSetError
+from rsiframe.keys import key_dir
+from rsiframe.sandbox import host_secrets
+from rsiframe.tasks import Task, TaskSet
+
+if TYPE_CHECKING:
+    from rsiframe.evaluator import EvaluationOutput, TaskRun
+
+TAIL = 4000
+#: environments by name: ours (bwrap), Harbor's docker, and Harbor's cloud sandboxes
+ENVIRONMENTS = ("bwrap", "docker", "daytona", "modal", "e2b", "runloop", "gke")
+BWRAP_ENV = f"{harborenv.PLUGIN_PACKAGE}.environment:BwrapEnvironment"
+CANDIDATE_AGENT = f"{harborenv.PLUGIN_PACKAGE}.agent:CandidateAgent"
+
+
+class HarborEngineConfig(BaseModel):
+    """Config of the ``harbor`` engine (``evaluator.config`` in a recipe)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str | None = Field(
+        None, description="shell command that runs the candidate's agent (cwd: the workdir)"
+    )
+    harbor_agent: str | None = Field(
+        None, description="a Harbor built-in agent instead (oracle, nop, terminus-2, ...)"
+    )
+    agent_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="kwargs of the built-in agent"
+    )
+    agent_config: str | None = Field(
+        None,
+        description="a YAML/JSON file of the candidate merged into agent_kwargs (its prompt, "
+        "kwargs, tools); a string value 'candidate:PATH' becomes that file's path",
+    )
+    model: str | None = Field(None, description="model name for a built-in agent")
+    environment: Literal["bwrap", "docker", "daytona", "modal", "e2b", "runloop", "gke"] = Field(
+        "bwrap", description="where trials run"
+    )
+    environment_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="kwargs passed to the environment (cloud accounts)"
+    )
+    run_dockerfile: bool = Field(
+        False, description="bwrap: run the Dockerfile's RUN lines at set-up (namespace root)"
+    )
+    concurrency: int = Field(2, ge=1, le=256, description="n_concurrent_trials")
+    agent_timeout_s: float | None = Field(None, gt=0, description="cap on each agent run")
+    verifier_timeout_s: float | None = Field(None, gt=0, description="cap on each verifier")
+    output_limit_bytes: int = Field(1 << 20, ge=1024, description="bytes kept per file")
+
+    @model_validator(mode="after")
+    def _one_agent(self) -> HarborEngineConfig:
+        if (self.agent is None) == (self.harbor_agent is None):
+            raise ValueError("give exactly one of agent (a command) or harbor_agent (a name)")
+        return self
+
+
+def _code_digest() -> str:
+    return sha256_bytes(Path(__file__).read_bytes() + harborenv.plugin_digest().encode())
+
+
+class HarborEngine:
+    """Runs tasks through Harbor (``harbor run``) from Harbor's own environment."""
+
+    name = "harbor"
+    builder = None  # no D/T/H build on this engine
+    server = None
+
+    def __init__(self, config: HarborEngineConfig, work_root: Path) -> None:
+        self.config = config
+        self.work_root = work_root
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def isolation(self) -> str:
+        return self.config.environment
+
+    def protect(self, tasks: dict[str, list[Task]]) -> None:
+        return None
+
+    def lock_parts(self) -> dict[str, Any]:
+        return {
+            "engine": self.name,
+            "config": self.config.model_dump(mode="json"),
+            "isolation": self.isolation,
+            "harbor": harborenv.HARBOR_VERSION,
+            "framework": __version__,
+        }
+
+    def fingerprint(self) -> str:
+        return sha256_json({**self.lock_parts(), "code": _code_digest()})
+
+    def record_part(self) -> dict[str, Any]:
+        """The certified record's evaluator part."""
+        return {
+            "engine": self.name,
+            "harbor_version": harborenv.HARBOR_VERSION,
+            "environment": self.config.environment,
+        }
+
+    # -- a job ----------------------------------------------------------------------
+
+    def job_config(self, candidate_dir: Path, tasks: list[Task], jobs: Path) -> dict[str, Any]:
+        """The Harbor job config for ``tasks`` on the exported candidate."""
+        c = self.config
+        if c.agent is not None:
+            kwargs: dict[str, Any] = {"candidate_dir": str(candidate_dir), "command": c.agent}
+            if c.agent_timeout_s:
+                kwargs["timeout_s"] = c.agent_timeout_s
+            agent: dict[str, Any] = {"import_path": CANDIDATE_AGENT, "kwargs": kwargs}
+        else:
+            agent = {"name": c.harbor_agent, "kwargs": self._builtin_kwargs(candidate_dir)}
+            if c.model:
+                agent["model_name"] = c.model
+            if c.agent_timeout_s:
+                agent["max_timeout_sec"] = c.agent_timeout_s
+        if c.environment == "bwrap":
+            env_kwargs = {
+                "bwrap": shutil.which("bwrap") or "bwrap",
+                "ro_binds": sorted(
+                    {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+                ),
+                "path": ":".join(
+                    dict.fromkeys(
+                        [
+                            os.path.join(sys.prefix, "bin"),
+                            os.path.join(sys.base_prefix, "bin"),
+                            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                        ]
+                    )
+                ),
+                "hide": [str(key_dir()), *map(str, host_secrets())],
+                "run_dockerfile": c.run_dockerfile,
+                "output_limit_bytes": c.output_limit_bytes,
+                **c.environment_kwargs,
+            }
+            if c.agent is not None:
+                env_kwargs["candidate_dir"] = str(candidate_dir)
+            environment: dict[str, Any] = {"import_path": BWRAP_ENV, "kwargs": env_kwargs}
+        else:
+            environment = {"type": c.environment, "kwargs": dict(c.environment_kwargs)}
+        verifier: dict[str, Any] = {}
+        if c.verifier_timeout_s:
+            verifier["max_timeout_sec"] = c.verifier_timeout_s
+        return {
+            "job_name": "job",
+            "jobs_dir": str(jobs),
+            "n_concurrent_trials": c.concurrency,
+            "quiet": True,
+            "tasks": [{"path": str(t.path.resolve())} for t in tasks],
+            "agents": [agent],
+            "environment": environment,
+            "verifier": verifier,
+        }
+
+    def _builtin_kwargs(self, candidate_dir: Path) -> dict[str, Any]:
+        kwargs = dict(self.config.agent_kwargs)
+        if self.config.agent_config:
+            path = candidate_dir / self.config.agent_config
+            try:
+                loaded = yaml.safe_load(path.read_text()) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                raise RuntimeError(f"agent_config {self.config.agent_config}: {exc}") from exc
+            if not isinstance(loaded, dict):
+                raise RuntimeError(f"agent_config {self.config.agent_config}: not a mapping")
+            kwargs.update(loaded)
+        for k, v in list(kwargs.items()):
+            if isinstance(v, str) and v.startswith("candidate:"):
+                kwargs[k] = str(candidate_dir / v.removeprefix("candidate:"))
+        return kwargs
+
+    def run(
+        self,
+        candidate_dir: Path,
+        tasks: list[Task],
+        put: Callable[[bytes], str],
+        on_done: Callable[[TaskRun], None] | None = None,
+        **_hooks: Any,
+    ) -> EvaluationOutput:
+        """Run ``tasks`` as one Harbor job; each trial's outcome goes to ``on_done`` as it
+        finishes, and the job folder becomes evidence."""
+        from rsiframe.evaluator import EvaluationOutput
+
+        py = harborenv.python()
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix="harbor-", dir=self.work_root))
+        try:
+            plugins = harborenv.stage_plugins(root / "plugins")
+            config = self.job_config(candidate_dir, tasks, root / "jobs")
+            (root / "job.json").write_text(json.dumps(config, indent=1))
+            by_path = {str(t.path.resolve()): t for t in tasks}
+            out = EvaluationOutput()
+            seen: set[str] = set()
+
+            def collect() -> None:
+                for trial in sorted((root / "jobs" / "job").glob("*__*")):
+                    if trial.name in seen or not _finished(trial):
+                        continue
+                    seen.add(trial.name)
+                    run, blobs = self._trial_run(trial, by_path)
+                    refs = {name: put(data) for name, data in blobs.items()}
+                    run.trajectory["artifacts"] = refs
+                    run.trajectory_digest = put(json.dumps(run.trajectory, sort_keys=True).encode())
+                    out.runs[run.task_id] = run
+                    out.task_seconds += run.seconds
+                    if on_done is not None:
+                        on_done(run)
+
+            log = root / "harbor.log"
+            code = self._harbor(py, root / "job.json", plugins, log, collect)
+            collect()
+            missing = [t.id for t in tasks if t.id not in out.runs]
+            if missing:
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise RuntimeError(
+                    f"Harbor (exit {code}) gave no result for {', '.join(missing)}: "
+                    + " | ".join(tail)
+                )
+            job_manifest = self._job_evidence(root / "jobs" / "job", put)
+            for run in out.runs.values():
+                run.trajectory.setdefault("harbor", {})["job"] = job_manifest
+            return out
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def _harbor(
+        self, py: str, config: Path, plugins: Path, log: Path, poll: Callable[[], None]
+    ) -> int:
+        argv = [py, "-m", "harbor.cli.main", "run", "-c", str(config), "-y", "-q"]
+        with open(log, "wb") as f:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env=harborenv.harbor_env(plugins),
+                cwd=str(config.parent),
+                start_new_session=True,
+            )
+            try:
+                while self._proc.poll() is None:
+                    time.sleep(0.2)
+                    poll()
+            finally:
+                _kill(self._proc)
+        return self._proc.returncode
+
+    def _trial_run(self, trial: Path, by_path: dict[str, Task]) -> tuple[TaskRun, dict[str, bytes]]:
+        from rsiframe.evaluator import TaskRun
+
+        res = json.loads((trial / "result.json").read_text())
+        path = str(Path((res.get("task_id") or {}).get("path") or "").resolve())
+        task = by_path.get(path)
+        if task is None:
+            raise RuntimeError(f"Harbor ran a task rsiframe did not ask for: {path}")
+        rewards = (res.get("verifier_result") or {}).get("rewards") or {}
+        reward, error = _reward(rewards)
+        exc = res.get("exception_info")
+        exit_info = _json(trial / "agent" / "exit.json")
+        if exc:
+            error = f"{exc.get('exception_type')}: {exc.get('exception_message', '')}".strip()
+        elif exit_info.get("timed_out"):
+            error = f"agent timed out: {exit_info.get('error', '')}" + (
+                f"; {error}" if error else ""
+            )
+        elif exit_info.get("exit_code") and error is None:
+            last = _tail(trial / "agent" / "stderr.txt").strip().splitlines()
+            error = f"agent exited with status {exit_info['exit_code']}" + (
+                f": {last[-1]}" if last else ""
+            )
+        timings = {
+            phase: _seconds(res.get(phase))
+            for phase in ("environment_setup", "agent_setup", "agent_execution", "verifier")
+        }
+        limit = self.config.output_limit_bytes
+        blobs = {
+            "harbor/" + f.relative_to(trial).as_posix(): f.read_bytes()[:limit]
+            for f in sorted(trial.rglob("*"))
+            if f.is_file() and not f.is_symlink()
+        }
+        # the local engine's names for the same streams, so readers need not know the engine
+        for name, rel in (
+            ("agent.stdout", "agent/stdout.txt"),
+            ("agent.stderr", "agent/stderr.txt"),
+            ("verifier.stdout", "verifier/test-stdout.txt"),
+        ):
+            blobs[name] = blobs.get("harbor/" + rel, b"")
+        trajectory = {
+            "task": task.id,
+            "reward": reward,
+            "error": error,
+            "agent": {
+                "exit_code": exit_info.get("exit_code"),
+                "timed_out": bool(exit_info.get("timed_out")),
+                "seconds": timings["agent_execution"],
+                "stdout_tail": _tail(trial / "agent" / "stdout.txt"),
+                "stderr_tail": _tail(trial / "agent" / "stderr.txt"),
+            },
+            "verifier": {
+                "seconds": timings["verifier"],
+                "stdout_tail": _tail(trial / "verifier" / "test-stdout.txt"),
+            },
+            "harbor": {
+                "trial": trial.name,
+                "rewards": rewards,
+                "exception": exc,
+                "timings": timings,
+                "agent_result": res.get("agent_result"),
+                "agent": res.get("agent_info"),
+            },
+        }
+        seconds = _seconds(
+            {"started_at": res.get("started_at"), "finished_at": res.get("finished_at")}
+        )
+        return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
+
+    def _job_evidence(self, job: Path, put: Callable[[bytes], str]) -> str:
+        """Every file of Harbor's job folder as an artifact; returns the manifest's digest."""
+        limit = self.config.output_limit_bytes
+        files = {
+            f.relative_to(job).as_posix(): put(f.read_bytes()[:limit])
+            for f in sorted(job.rglob("*"))
+            if f.is_file() and not f.is_symlink()
+        }
+        return put(json.dumps({"harbor_job": files}, sort_keys=True).encode())
+
+    def close(self) -> None:
+        if self._proc is not None:
+            _kill(self._proc)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _finished(trial: Path) -> bool:
+    data = _json(trial / "result.json")
+    return bool(data.get("finished_at"))
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_bytes()[-TAIL:].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _seconds(span: dict[str, Any] | None) -> float:
+    if not span or not span.get("started_at") or not span.get("finished_at"):
+        return 0.0
+    start = datetime.fromisoformat(str(span["started_at"]).replace("Z", "+00:00"))
+    end = datetime.fromisoformat(str(span["finished_at"]).replace("Z", "+00:00"))
+    return round((end - start).total_seconds(), 4)
+
+
+def _reward(rewards: dict[str, Any]) -> tuple[float, str | None]:
+    """The local engine's rule: ``reward`` if present, else the mean of numeric values."""
+    if isinstance(rewards.get("reward"), int | float):
+        return float(rewards["reward"]), None
+    nums = [float(v) for v in rewards.values() if isinstance(v, int | float)]
+    if nums:
+        return sum(nums) / len(nums), None
+    return 0.0, "verifier wrote no reward"
+
+
+# -- preflight ----------------------------------------------------------------------
+
+_CHECK_TASKS = """
+import json, sys
+from harbor.models.task.task import Task
+problems = []
+for path in sys.argv[1:]:
+    try:
+        Task(path)
+    except Exception as exc:
+        lines = [x.strip() for x in str(exc).splitlines() if x.strip()][:3]
+        problems.append([path, (type(exc).__name__ + ": " + "; ".join(lines))[:400]])
+print(json.dumps(problems))
+"""
+
+
+def harbor_task_problems(paths: list[Path], py: str | None = None) -> list[tuple[str, str]]:
+    """(task folder, why) for every folder Harbor's own task loader rejects."""
+    py = py or harborenv.python()
+    res = subprocess.run(
+        [py, "-c", _CHECK_TASKS, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        env=harborenv.harbor_env(Path(tempfile.gettempdir())),
+        timeout=300,
+    )
+    if res.returncode != 0:
+        raise EngineUnavailable(f"Harbor cannot load tasks: {res.stderr.strip()[-300:]}")
+    return [(p, why) for p, why in json.loads(res.stdout.strip().splitlines()[-1])]
+
+
+def bwrap_environment_problem() -> str | None:
+    """Why the bwrap environment cannot start here, or None."""
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return "the bwrap environment needs bubblewrap (apt-get install bubblewrap)"
+    argv = [binary, "--unshare-all", "--unshare-user", "--cap-drop", "ALL", "--uid", "1000"]
+    argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"]
+    res = subprocess.run(argv, capture_output=True, text=True)
+    if res.returncode != 0:
+        return f"the bwrap environment cannot start: {res.stderr.strip()[-200:]}"
+    if os.geteuid() == 0:  # as root it overlays the system folders: that must work too
+        with tempfile.TemporaryDirectory(prefix="rsiframe-probe-") as tmp:
+            for d in ("up", "wk", "mnt"):
+                os.mkdir(os.path.join(tmp, d))
+            opts = f"lowerdir=/usr,upperdir={tmp}/up,workdir={tmp}/wk"
+            script = f"mount -t overlay overlay -o {opts} {tmp}/mnt"
+            cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True)
+            except OSError as exc:
+                return f"the bwrap environment cannot start: unshare: {exc.strerror}"
+            if res.returncode != 0:
+                why = res.stderr.strip()[-200:]
+                return f"the bwrap environment cannot mount its overlays: {why}"
+    return None
+
+
+def docker_environment_problem() -> str | None:
+    """Why Harbor's docker environment cannot start here (engine down, no Compose v2)."""
+    if shutil.which("docker") is None:
+        return "Harbor's docker environment needs the docker CLI"
+    res = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True)
+    if res.returncode != 0:
+        return "the Docker engine is not running (docker info failed)"
+    res = subprocess.run(["docker", "compose", "version"], capture_output=True)
+    if res.returncode != 0:
+        return "Harbor's docker environment needs Docker Compose v2 (docker compose)"
+    return None
+
+
+def preflight(config: HarborEngineConfig, taskset: TaskSet, task_ids: list[str]) -> None:
+    """Everything the harbor engine needs, checked before a run folder exists."""
+    problem = None
+    if config.environment == "bwrap":
+        problem = bwrap_environment_problem()
+    elif config.environment == "docker":
+        problem = docker_environment_problem()
+    if problem:
+        raise EngineUnavailable(problem, where="evaluator.config.environment")
+    py = harborenv.python()
+    found = harborenv.version_of(py)
+    if found != harborenv.HARBOR_VERSION:
+        raise EngineUnavailable(
+            f"Harbor {harborenv.HARBOR_VERSION} is required, {py} has {found or 'none'}"
+        )
+    paths = [taskset.tasks[t].path for t in task_ids]
+    for path, why in harbor_task_problems(paths, py):
+        raise TaskSetError(f"Harbor rejects this task: {why}", where=path)

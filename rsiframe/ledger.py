@@ -1,0 +1,122 @@
+"""The model-call ledger: one fsynced JSON line per metered call, evidence beside it.
+
+The gateway (:mod:`rsiframe.gateway`) is its only writer. Each :class:`Entry` is what the
+engine will turn into a ``model_call`` event (tokens, cost, latency, model, consumer,
+candidate, slot, request digest, evidence digests); :meth:`Ledger.put` stores request and
+response bodies content-addressed under ``evidence/``. Reopening a folder folds the lines
+back into totals and the digest cache, so a restarted gateway never pays twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass
+class Entry:
+    """One metered call, as the ledger line the engine will turn into a ``model_call`` event."""
+
+    seq: int
+    ts: float
+    path: str
+    model: str  # the recipe's name
+    consumer: str
+    candidate: str | None
+    slot: str | None
+    digest: str  # the request digest (the cache key)
+    status: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    cached: bool = False
+    usage_source: str = "provider"  # provider | estimate | none
+    request: str | None = None  # evidence digests (files under evidence/)
+    response: str | None = None
+    stream: bool = False
+    error: str | None = None
+
+
+@dataclass
+class Totals:
+    tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+
+class Ledger:
+    """Append-only JSON lines (fsynced) plus content-addressed evidence beside them.
+
+    ``folder/ledger.jsonl`` holds one :class:`Entry` per call; ``folder/evidence/SHA``
+    holds each request and response body. Reopening a folder reloads totals and the
+    digest cache, so a restarted gateway never pays twice for a recorded call.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        on_record: Callable[[Entry], None] | None = None,
+        *,
+        fsync: bool = True,
+    ) -> None:
+        self.folder = Path(folder)
+        #: fsync each line (survives a machine crash); without it a line survives SIGKILL
+        self.fsync = fsync
+        (self.folder / "evidence").mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / "ledger.jsonl"
+        self.on_record = on_record
+        self.totals = Totals()
+        self.cache: dict[str, Entry] = {}
+        self._lock = threading.Lock()
+        self.seq = 0
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                with contextlib.suppress(ValueError, TypeError):
+                    self._fold(Entry(**json.loads(line)))
+
+    def _fold(self, e: Entry) -> None:
+        self.seq = max(self.seq, e.seq)
+        self.totals.tokens += e.prompt_tokens + e.completion_tokens
+        self.totals.cost_usd += e.cost_usd
+        self.totals.calls += 1
+        if e.status == 200 and not e.cached and e.response:
+            self.cache.setdefault(e.digest, e)
+
+    def put(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        target = self.folder / "evidence" / digest
+        if not target.exists():
+            tmp = target.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
+            tmp.write_bytes(data)
+            tmp.replace(target)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        data = (self.folder / "evidence" / digest).read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"evidence {digest} does not match its digest")
+        return data
+
+    def append(self, entry: Entry) -> Entry:
+        with self._lock:
+            self.seq += 1
+            entry.seq = self.seq
+            line = json.dumps(asdict(entry), sort_keys=True) + "\n"
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode())
+                if self.fsync:
+                    os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            self._fold(entry)
+        if self.on_record is not None:
+            self.on_record(entry)
+        return entry

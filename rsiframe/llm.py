@@ -1,0 +1,145 @@
+"""The client operators use to reach models: always through the run's gateway.
+
+An operator names a model from the recipe's ``models:`` and calls
+``llm.current().chat(model, messages, ...)``. The engine (issue 13's wiring, to come)
+installs a client bound to the operator's own gateway token, candidate and slot with
+:func:`use` around each operator call; tests do the same. The gateway, not this client,
+meters and records every call; :class:`Completion` only reports what the gateway said.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from rsiframe.errors import ModelError
+
+
+class BudgetExhausted(ModelError):
+    """The gateway refused a call: ``max_model_tokens`` or ``max_cost`` is spent."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    raw: dict[str, Any]
+
+
+class ModelClient(Protocol):
+    def chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        **params: Any,
+    ) -> Completion: ...
+
+
+class GatewayClient:
+    """A kept HTTP client to the gateway, authenticated by one consumer's token."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 600.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {token}"})
+
+    def chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        **params: Any,
+    ) -> Completion:
+        body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        body.update(params)
+        data = self._post("/chat/completions", body)
+        try:
+            text = data["choices"][0]["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ModelError(f"model {model!r} answered without a message") from exc
+        usage = data.get("usage") or {}
+        return Completion(
+            str(text),
+            int(usage.get("prompt_tokens", 0)),
+            int(usage.get("completion_tokens", 0)),
+            data,
+        )
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            r = self._http.post(self.base_url + path, json=body)
+        except httpx.HTTPError as exc:
+            raise ModelError(f"the model gateway is unreachable: {exc}") from exc
+        try:
+            data = r.json()
+        except ValueError as exc:
+            raise ModelError(f"the gateway answered HTTP {r.status_code} without JSON") from exc
+        if r.status_code != 200:
+            err = data.get("error") if isinstance(data, dict) else None
+            message = err.get("message") if isinstance(err, dict) else str(data)[:200]
+            if isinstance(err, dict) and err.get("type") == "budget_exhausted":
+                raise BudgetExhausted(message)
+            raise ModelError(f"model call failed (HTTP {r.status_code}): {message}")
+        if not isinstance(data, dict):
+            raise ModelError("the gateway answered with something other than a JSON object")
+        return data
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class SandboxEndpoints(Protocol):
+    """Opens a gateway endpoint for a sandbox: an object whose ``harness(sb, argv)`` gives
+    the wrapped command, its mounts and environment (``gateway.SandboxEndpoint``)."""
+
+    def __call__(self, name: str, *, model: str) -> Any: ...
+
+
+_current: contextvars.ContextVar[ModelClient | None] = contextvars.ContextVar(
+    "rsiframe_model_client", default=None
+)
+_endpoints: contextvars.ContextVar[SandboxEndpoints | None] = contextvars.ContextVar(
+    "rsiframe_sandbox_endpoints", default=None
+)
+
+
+@contextlib.contextmanager
+def use(client: ModelClient, endpoints: SandboxEndpoints | None = None) -> Iterator[ModelClient]:
+    """Make ``client`` (and ``endpoints``, for sandboxed agents) what this call uses."""
+    token = _current.set(client)
+    etoken = _endpoints.set(endpoints)
+    try:
+        yield client
+    finally:
+        _endpoints.reset(etoken)
+        _current.reset(token)
+
+
+def sandbox_endpoints() -> SandboxEndpoints:
+    """How a sandboxed agent reaches the gateway; ModelError when the run has none."""
+    endpoints = _endpoints.get()
+    if endpoints is None:
+        raise ModelError("no model gateway for sandboxed agents in this call")
+    return endpoints
+
+
+def current() -> ModelClient:
+    """The model client for this operator call; ModelError when the run has no gateway."""
+    client = _current.get()
+    if client is None:
+        raise ModelError(
+            "no model gateway for this call: model operators need a run with a models: section"
+        )
+    return client

@@ -1,0 +1,419 @@
+"""A scripted, OpenAI-compatible stub endpoint for tests, benchmarks and README demos.
+
+It answers ``POST /v1/chat/completions`` (streaming included), ``/v1/completions``,
+``/v1/responses`` and ``/v1/messages`` (Anthropic) and ``GET /v1/models`` from a script
+file, and counts every request and token so a test can compare the gateway's ledger
+with what the "provider" saw (``GET /stub/stats``, or :attr:`StubLLM.stats`).
+
+The script (YAML or JSON) is a mapping with ``answers`` (a list, used in order) and an
+optional ``default`` (used once the list is exhausted; without one the stub answers 503).
+Each answer is a mapping:
+
+- ``content: TEXT``: the answer text (SEARCH/REPLACE blocks, a whole file, anything);
+- ``tool_calls: [{name, arguments}]``: chat tool calls (``arguments`` a mapping);
+- ``status: 429 | 500 | ...``: an OpenAI-shaped error with that status;
+- ``malformed: true``: a 200 whose body is not JSON;
+- ``delay_s: S``: wait before answering (a client timeout);
+- ``chunk_delay_s: S``: with ``stream``, wait between chunks (a slow stream);
+- ``when: TEXT``: only used when the request's last message contains TEXT;
+- ``repeat: true``: not consumed when used.
+
+Tokens are counted the same way everywhere: ``max(1, ceil(len(text) / 4))`` of the
+prompt text (every message's content joined) and of the answer.
+
+    rsiframe stub-llm --script answers.yaml --port 8765
+    python -m rsiframe.stubllm --script answers.yaml --port 8765
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from rsiframe.errors import RecipeError
+from rsiframe.gateway import estimate_tokens, prompt_text
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Answer(BaseModel):
+    """One scripted answer (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    status: int = 200
+    malformed: bool = False
+    delay_s: float = Field(0.0, ge=0)
+    chunk_delay_s: float = Field(0.0, ge=0)
+    when: str | None = None
+    repeat: bool = False
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    answers: list[Answer] = Field(default_factory=list)
+    default: Answer | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> Script:
+        """Read a script file; a missing or invalid one is one RecipeError line."""
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+            return cls.model_validate(data)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise RecipeError(f"cannot read the stub script: {exc}", where=str(path)) from exc
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise RecipeError(f"{loc}: {err['msg']}", where=str(path)) from exc
+
+
+def count_tokens(text: str) -> int:
+    """The stub's (and its tests') token count: a quarter of the characters, at least 1."""
+    return estimate_tokens(text)
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    answered: int = 0  # 200 answers with usage (what a provider would bill)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    by_path: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "answered": self.answered,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "by_path": dict(self.by_path),
+        }
+
+
+class StubLLM:
+    """The stub's state: the script, what is left of it, and the counts."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.remaining = list(script.answers)
+        self.stats = Stats()
+        self.requests: list[dict[str, Any]] = []  # every body received, in order
+        self.auth: list[str] = []  # the Authorization (or x-api-key) header of each
+        self._lock = threading.Lock()
+        self.app = Starlette(
+            routes=[
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/completions", self._completions, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
+                Route("/v1/messages", self._messages, methods=["POST"]),
+                Route("/stub/stats", self._stats, methods=["GET"]),
+            ]
+        )
+
+    def next_answer(self, last: str) -> Answer | None:
+        with self._lock:
+            for i, a in enumerate(self.remaining):
+                if a.when is None or a.when in last:
+                    if not a.repeat:
+                        del self.remaining[i]
+                    return a
+            return self.script.default
+
+    # -- handlers -------------------------------------------------------------------
+
+    async def _stats(self, request: Request) -> Response:
+        return JSONResponse(self.stats.as_dict())
+
+    async def _models(self, request: Request) -> Response:
+        self.stats.requests += 1
+        return JSONResponse({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+
+    async def _begin(self, request: Request) -> tuple[dict[str, Any], Answer | Response, int]:
+        path = request.url.path
+        with self._lock:
+            self.stats.requests += 1
+            self.stats.by_path[path] = self.stats.by_path.get(path, 0) + 1
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return {}, _error(400, "body is not JSON"), 0
+        if not isinstance(body, dict):
+            return {}, _error(400, "body is not a JSON object"), 0
+        self.requests.append(body)
+        self.auth.append(
+            request.headers.get("authorization") or request.headers.get("x-api-key", "")
+        )
+        text = prompt_text(path, body)
+        msgs = body.get("messages")
+        last = str(msgs[-1].get("content", "")) if isinstance(msgs, list) and msgs else text
+        answer = self.next_answer(last)
+        if answer is None:
+            return body, _error(503, "the stub's script is exhausted"), 0
+        if answer.delay_s:
+            await asyncio.sleep(answer.delay_s)
+        if answer.status != 200:
+            return body, _error(answer.status, f"scripted {answer.status}"), 0
+        if answer.malformed:
+            return body, Response(b"{not json", media_type="application/json"), 0
+        return body, answer, count_tokens(text)
+
+    def _bill(self, prompt: int, completion: int) -> None:
+        with self._lock:
+            self.stats.answered += 1
+            self.stats.prompt_tokens += prompt
+            self.stats.completion_tokens += completion
+
+    async def _chat(self, request: Request) -> Response:
+        body, answer, prompt = await self._begin(request)
+        if isinstance(answer, Response):
+            return answer
+        completion = count_tokens(answer.content + "".join(_tc_json(answer)))
+        self._bill(prompt, completion)
+        usage = _usage(prompt, completion)
+        model = str(body.get("model", "stub"))
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(
+                _chat_stream(answer, model, usage if include else None),
+                media_type="text/event-stream",
+            )
+        message: dict[str, Any] = {"role": "assistant", "content": answer.content or None}
+        if answer.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": t.name, "arguments": json.dumps(t.arguments)},
+                }
+                for i, t in enumerate(answer.tool_calls)
+            ]
+        finish = "tool_calls" if answer.tool_calls else "stop"
+        return JSONResponse(
+            {
+                "id": "chatcmpl-stub",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            }
+        )
+
+    async def _completions(self, request: Request) -> Response:
+        body, answer, prompt = await self._begin(request)
+        if isinstance(answer, Response):
+            return answer
+        completion = count_tokens(answer.content)
+        self._bill(prompt, completion)
+        usage = _usage(prompt, completion)
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(
+                _text_stream(answer, str(body.get("model", "stub")), usage if include else None),
+                media_type="text/event-stream",
+            )
+        return JSONResponse(
+            {
+                "id": "cmpl-stub",
+                "object": "text_completion",
+                "model": str(body.get("model", "stub")),
+                "choices": [{"index": 0, "text": answer.content, "finish_reason": "stop"}],
+                "usage": usage,
+            }
+        )
+
+    async def _responses(self, request: Request) -> Response:
+        body, answer, prompt = await self._begin(request)
+        if isinstance(answer, Response):
+            return answer
+        completion = count_tokens(answer.content)
+        self._bill(prompt, completion)
+        return JSONResponse(
+            {
+                "id": "resp-stub",
+                "object": "response",
+                "model": str(body.get("model", "stub")),
+                "output": [
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": answer.content}],
+                    }
+                ],
+                "usage": {
+                    "input_tokens": prompt,
+                    "output_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
+
+    async def _messages(self, request: Request) -> Response:
+        body, answer, prompt = await self._begin(request)
+        if isinstance(answer, Response):
+            return answer
+        completion = count_tokens(answer.content)
+        self._bill(prompt, completion)
+        return JSONResponse(
+            {
+                "id": "msg-stub",
+                "type": "message",
+                "role": "assistant",
+                "model": str(body.get("model", "stub")),
+                "content": [{"type": "text", "text": answer.content}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": prompt, "output_tokens": completion},
+            }
+        )
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _tc_json(answer: Answer) -> Iterator[str]:
+    for t in answer.tool_calls:
+        yield t.name + json.dumps(t.arguments)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    kind = "rate_limit_error" if status == 429 else "server_error"
+    return JSONResponse({"error": {"message": message, "type": kind, "code": None}}, status)
+
+
+def _pieces(text: str, n: int = 4) -> list[str]:
+    size = max(1, math.ceil(len(text) / n))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+async def _chat_stream(
+    answer: Answer, model: str, usage: dict[str, int] | None
+) -> AsyncIterator[bytes]:
+    base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "model": model}
+    for piece in _pieces(answer.content):
+        if answer.chunk_delay_s:
+            await asyncio.sleep(answer.chunk_delay_s)
+        delta = {"role": "assistant", "content": piece}
+        yield _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if usage is not None:
+        yield _sse({**base, "choices": [], "usage": usage})
+    yield b"data: [DONE]\n\n"
+
+
+async def _text_stream(
+    answer: Answer, model: str, usage: dict[str, int] | None
+) -> AsyncIterator[bytes]:
+    base = {"id": "cmpl-stub", "object": "text_completion", "model": model}
+    for piece in _pieces(answer.content):
+        if answer.chunk_delay_s:
+            await asyncio.sleep(answer.chunk_delay_s)
+        yield _sse({**base, "choices": [{"index": 0, "text": piece, "finish_reason": None}]})
+    if usage is not None:
+        yield _sse({**base, "choices": [], "usage": usage})
+    yield b"data: [DONE]\n\n"
+
+
+# -- running it ------------------------------------------------------------------------
+
+
+class ServerThread:
+    """A uvicorn server for an ASGI app in a background thread (TCP port or Unix socket)."""
+
+    def __init__(self, app: Any, *, port: int = 0, uds: str | None = None) -> None:
+        import socket
+
+        self.uds = uds
+        self._sock: socket.socket | None = None
+        if uds is None:
+            self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # accepted connections inherit it; without it small responses wait ~40 ms
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock.bind(("127.0.0.1", port))
+            self.port = self._sock.getsockname()[1]
+        config = uvicorn.Config(app, uds=uds, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        sockets = [self._sock] if self._sock is not None else None
+        self.server.run(sockets=sockets)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(script: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Run the stub in the foreground until interrupted."""
+    stub = StubLLM(Script.load(script))
+    uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="rsiframe.stubllm", description=__doc__.split("\n")[0])
+    ap.add_argument("--script", type=Path, required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8765)
+    args = ap.parse_args(argv)
+    serve(args.script, args.host, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# CI set-up for the Harbor engine and the Docker sandbox, one step per argument, each timed:
+#   scripts/ci-setup.sh harbor        Harbor's own venv (Python 3.12, harbor==0.25.0) in the cache
+#   scripts/ci-setup.sh docker        docker.io + debootstrap, dockerd started, base image built
+#                                     offline from a debootstrap rootfs (cached between runs)
+# Nothing is pulled from a registry; Debian's packages are the only download.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="${VENV:-.venv}/bin"
+IMAGE="${RSIFRAME_DOCKER_IMAGE:-rsiframe-base:bookworm}"
+
+step() {
+    local name=$1; shift
+    local t0=$SECONDS
+    "$@"
+    echo "ci-setup: $name took $((SECONDS - t0)) s" >&2
+}
+
+harbor_venv() {
+    "$BIN/python" -c 'from rsiframe import harborenv; print(harborenv.python())'
+}
+
+docker_engine() {
+    "$BIN/pip" install --quiet --disable-pip-version-check -e '.[docker]'  # the docker SDK
+    if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+    fi
+    if ! docker info >/dev/null 2>&1; then
+        (nohup dockerd >/var/log/rsiframe-dockerd.log 2>&1 &)
+        for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+        docker info >/dev/null
+    fi
+}
+
+docker_image() {
+    if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+        echo "ci-setup: $IMAGE is cached" >&2
+        return
+    fi
+    local rootfs mirror
+    # the machine's own Debian mirror, as apt is configured here (deb822 or one-line form)
+    mirror=$(sed -nE 's/^URIs:[[:space:]]*([^[:space:]]+\/debian)[[:space:]]*$/\1/p; s/^deb[[:space:]]+([^[:space:]]+\/debian)[[:space:]].*/\1/p' \
+        /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n 1)
+    [ -n "$mirror" ] || { echo "ci-setup: no Debian mirror configured for apt" >&2; exit 1; }
+    rootfs=$(mktemp -d /var/tmp/rsiframe-rootfs.XXXXXX)
+    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/dev/null
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    tar -C "$rootfs" -c . | docker import -c 'CMD ["/bin/bash"]' - "$IMAGE" >/dev/null
+    rm -rf "$rootfs"
+}
+
+for what in "$@"; do
+    case $what in
+        harbor) step "harbor venv" harbor_venv ;;
+        docker) step "docker engine" docker_engine; step "docker base image" docker_image ;;
+        *) echo "ci-setup: unknown step $what" >&2; exit 2 ;;
+    esac
+done

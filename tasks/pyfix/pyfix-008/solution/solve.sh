@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Reference solution: write the correct module into the work dir.
+cat > "${RSI_APP:-/app}/binary_search.py" <<'PYFIX_EOF'
+def binary_search(xs, target):
+    """Index of target in the sorted list xs, or -1 if absent."""
+    lo, hi = 0, len(xs) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if xs[mid] == target:
+            return mid
+        if xs[mid] < target:
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return -1
+PYFIX_EOF

@@ -1,0 +1,3 @@
+def celsius_to_f(c):
+    """Convert degrees Celsius to Fahrenheit."""
+    return c * 5 / 9 + 32

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd "${RSI_APP:-/app}"
+wc -l < data.txt | tr -d ' ' > count.txt

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd "${RSI_APP:-/app}"
+awk '!seen[$0]++' list.txt > unique.txt

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd "${RSI_APP:-/app}"
+mkdir -p out && tar -xf bundle.tar -C out

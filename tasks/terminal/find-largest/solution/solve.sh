@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd "${RSI_APP:-/app}"
+ls -S files | head -n1 > largest.txt

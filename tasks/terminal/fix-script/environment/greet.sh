@@ -1,0 +1,4 @@
+#!/bin/bash
+if [ 1 -eq 1 ]
+  echo ok
+fi

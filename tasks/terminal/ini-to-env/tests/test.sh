@@ -1,0 +1,11 @@
+#!/bin/bash
+# reward 1 when the check below passes in the work folder, else 0
+APP="${RSI_APP:-/app}"
+OUT="${RSI_LOGS:-/logs}/verifier"
+mkdir -p "$OUT"
+cd "$APP" || { echo 0 > "$OUT/reward.txt"; exit 0; }
+check() {
+  [ "$(cat .env)" = "$(printf "HOST=db.local\nPORT=5432")" ]
+}
+if check; then echo 1 > "$OUT/reward.txt"; echo pass; else echo 0 > "$OUT/reward.txt"; echo fail; fi
+exit 0

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd "${RSI_APP:-/app}"
+tar -czf backup.tar.gz docs

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd "${RSI_APP:-/app}"
+ln -sfn releases/v3 latest

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd "${RSI_APP:-/app}"
+tac lines.txt > reversed.txt

@@ -1,0 +1,145 @@
+"""The scripted stub endpoint: answers, errors, timeouts, slow streams, and its own count."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, count_tokens
+
+MSG = [{"role": "user", "content": "fix the bug"}]
+
+
+def _serve(*answers: Answer, default: Answer | None = None) -> tuple[StubLLM, ServerThread]:
+    stub = StubLLM(Script(answers=list(answers), default=default))
+    return stub, ServerThread(stub.app).start()
+
+
+def _client(srv: ServerThread, **kw) -> openai.OpenAI:
+    return openai.OpenAI(base_url=srv.url, api_key="x", max_retries=0, **kw)
+
+
+def test_answers_in_order_and_counts_requests_and_tokens() -> None:
+    stub, srv = _serve(Answer(content="first answer"), Answer(content="second"))
+    try:
+        c = _client(srv)
+        a = c.chat.completions.create(model="m", messages=MSG)
+        b = c.chat.completions.create(model="m", messages=MSG)
+        assert [a.choices[0].message.content, b.choices[0].message.content] == [
+            "first answer",
+            "second",
+        ]
+        assert a.usage.prompt_tokens == count_tokens("fix the bug")
+        assert a.usage.completion_tokens == count_tokens("first answer")
+        stats = httpx.get(srv.url.removesuffix("/v1") + "/stub/stats").json()
+        assert stats["requests"] == 2 and stats["answered"] == 2
+        assert stats["completion_tokens"] == count_tokens("first answer") + count_tokens("second")
+        # exhausted without a default: 503, counted but not billed
+        with pytest.raises(openai.InternalServerError):
+            c.chat.completions.create(model="m", messages=MSG)
+        assert stub.stats.requests == 3 and stub.stats.answered == 2
+    finally:
+        srv.stop()
+
+
+def test_when_picks_by_last_message_and_repeat_is_not_consumed() -> None:
+    _stub, srv = _serve(Answer(content="B", when="task b"), Answer(content="any", repeat=True))
+    try:
+        c = _client(srv)
+
+        def ask(text: str) -> str | None:
+            msgs = [{"role": "user", "content": text}]
+            return c.chat.completions.create(model="m", messages=msgs).choices[0].message.content
+
+        assert ask("task a") == "any"
+        assert ask("task b") == "B"
+        assert ask("task b") == "any"
+    finally:
+        srv.stop()
+
+
+def test_scripted_errors_malformed_and_timeouts() -> None:
+    stub, srv = _serve(
+        Answer(status=429),
+        Answer(status=500),
+        Answer(malformed=True),
+        Answer(content="late", delay_s=1.0),
+    )
+    try:
+        c = _client(srv)
+        with pytest.raises(openai.RateLimitError):
+            c.chat.completions.create(model="m", messages=MSG)
+        with pytest.raises(openai.InternalServerError):
+            c.chat.completions.create(model="m", messages=MSG)
+        r = httpx.post(srv.url + "/chat/completions", json={"model": "m", "messages": MSG})
+        assert r.status_code == 200
+        with pytest.raises(ValueError):
+            r.json()
+        with pytest.raises(openai.APITimeoutError):
+            _client(srv, timeout=0.2).chat.completions.create(model="m", messages=MSG)
+        assert stub.stats.requests == 4 and stub.stats.answered == 0
+    finally:
+        srv.stop()
+
+
+def test_streams_chat_and_text_with_usage_and_slow_chunks() -> None:
+    text = "a somewhat longer answer that streams"
+    _stub, srv = _serve(Answer(content=text, chunk_delay_s=0.1), Answer(content="plain text"))
+    try:
+        c = _client(srv)
+        t0 = time.monotonic()
+        chunks = list(
+            c.chat.completions.create(
+                model="m", messages=MSG, stream=True, stream_options={"include_usage": True}
+            )
+        )
+        assert time.monotonic() - t0 >= 0.35  # four pieces, 0.1 s apart
+        got = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+        assert got == text
+        assert chunks[-1].usage.completion_tokens == count_tokens(text)
+        out = list(c.completions.create(model="m", prompt="p", stream=True))
+        assert "".join(ch.choices[0].text for ch in out if ch.choices) == "plain text"
+    finally:
+        srv.stop()
+
+
+def test_models_completions_responses_messages_and_tool_calls() -> None:
+    from rsiframe.stubllm import ToolCall
+
+    _stub, srv = _serve(
+        Answer(content="done"),
+        Answer(content="r"),
+        Answer(content="m"),
+        Answer(tool_calls=[ToolCall(name="write_file", arguments={"path": "a.py"})]),
+    )
+    try:
+        c = _client(srv)
+        assert [m.id for m in c.models.list()] == ["stub"]
+        assert c.completions.create(model="m", prompt="x").choices[0].text == "done"
+        base = srv.url
+        r = httpx.post(base + "/responses", json={"model": "m", "input": "hi"}).json()
+        assert r["output"][0]["content"][0]["text"] == "r" and r["usage"]["input_tokens"] == 1
+        m = httpx.post(base + "/messages", json={"model": "m", "messages": MSG}).json()
+        assert m["content"][0]["text"] == "m" and m["usage"]["output_tokens"] == 1
+        call = c.chat.completions.create(model="m", messages=MSG).choices[0].message
+        assert call.tool_calls[0].function.name == "write_file"
+    finally:
+        srv.stop()
+
+
+def test_cli_serves_a_script_and_rejects_a_bad_one(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("answers: [{content: x, colour: red}]\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "rsiframe.cli", "stub-llm", "--script", str(bad)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "answers.0.colour" in r.stderr
