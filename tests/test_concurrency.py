@@ -253,3 +253,37 @@ def test_select_sees_children_in_flight_only_in_steady_mode(
         if e["type"] == "candidate_proposed" and e["data"]["parent"]
     ]
     assert (max(seen) > 0) == sees, seen
+
+
+PRICED_MUTATE = """
+from rsiframe.api import MutateOperator, Mutation, Usage
+
+
+class Priced(MutateOperator):
+    name = "priced"
+
+    def mutate(self, ctx):
+        (ctx.workdir / "config.yaml").write_text(f"level: 2\\nstyle: {ctx.candidate_id}\\n")
+        return Mutation(description="priced", usage=Usage(tokens=100, cost=1.0))
+"""
+
+
+@pytest.mark.parametrize("mode", ["generational", "steady"])
+def test_mutations_in_flight_never_overrun_cost_or_tokens(mini: Mini, mode: str) -> None:
+    (mini.root / "priced.py").write_text(PRICED_MUTATE)
+    out = run(
+        mini,
+        f"priced-{mode}",
+        f"slots.mutate.operator={mini.root}/priced.py:Priced",
+        "concurrency.candidates=4",
+        f"concurrency.mode={mode}",
+        "children_per_generation=4",
+        "budget.max_generations=5",
+        "budget.max_cost=3.5",
+        "budget.max_model_tokens=450",
+    )
+    st = status_json(out)
+    assert st["state"] == "budget_exhausted", st["reason"]
+    used = st["budget"]["used"]
+    assert used["cost"] <= 3.5 and used["model_tokens"] <= 450, used
+    assert used["cost"] == 3.0  # three children fit; the fourth would overrun
