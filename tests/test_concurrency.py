@@ -287,3 +287,33 @@ def test_mutations_in_flight_never_overrun_cost_or_tokens(mini: Mini, mode: str)
     used = st["budget"]["used"]
     assert used["cost"] <= 3.5 and used["model_tokens"] <= 450, used
     assert used["cost"] == 3.0  # three children fit; the fourth would overrun
+
+
+def test_cpu_slots_cap_cpu_heavy_steps_process_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from rsiframe import cpuslots
+
+    monkeypatch.setattr(cpuslots, "_slots", cpuslots._Slots(2))
+    busy, most = [0], [0]
+    lock = threading.Lock()
+
+    def build(threads: int) -> None:
+        held = min(threads, 2)  # a step wider than the machine takes all of it
+        with cpuslots.cpu_slot(threads):
+            with lock:
+                busy[0] += held
+                most[0] = max(most[0], busy[0])
+            time.sleep(0.05)
+            with lock:
+                busy[0] -= held
+
+    workers = [threading.Thread(target=build, args=(n,)) for n in (1, 1, 1, 2, 8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=10)
+    assert most[0] == 2  # never more than the slots
+    monkeypatch.setenv("RSIFRAME_CPU_SLOTS", "3")
+    assert cpuslots.default_slots() == 3
