@@ -42,8 +42,8 @@ class BudgetGuard:
         return {"used": self.used(st, now), "limits": self.limits()}
 
     def tokens_left(self, st: RunState) -> int | None:
-        """Model tokens the next evaluation may use (None: unlimited); the server refuses
-        requests once they are spent, so a run cannot overdraw by more than one request."""
+        """Model tokens the next evaluation may use (None: unlimited); the server reserves
+        each request's worst case before it runs, so a run never overdraws."""
         b = self.budget
         return None if b.max_model_tokens is None else max(0, b.max_model_tokens - st.tokens)
 
@@ -53,6 +53,13 @@ class BudgetGuard:
             return f"wall time reached {b.max_wall_seconds:g}s"
         if b.max_model_tokens is not None and st.tokens >= b.max_model_tokens:
             return f"model tokens reached {b.max_model_tokens}"
+        if b.max_model_tokens is not None and st.tokens_refused:
+            # the server reserves each request's worst case: a refusal means what is left
+            # cannot pay for a request, so the allowance is spent as far as the run goes
+            return (
+                f"model tokens reached {b.max_model_tokens} ({st.tokens} spent; the rest "
+                f"could not cover a request)"
+            )
         if b.max_cost is not None and st.cost >= b.max_cost:
             return f"cost reached {b.max_cost:g}"
         return None

@@ -45,6 +45,7 @@ class FinishedEvaluation:
     model: dict[str, Any] | None
     started_at: float
     finished_at: float
+    executor: dict[str, Any] | None = None  # where it ran: kind and worker node
 
 
 def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> EvaluationCertified:
@@ -64,6 +65,7 @@ def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> Evalu
         score=aggregate(done.rewards),
         isolation=binding.isolation,
         model=done.model,
+        executor=done.executor,
         evaluator=binding.evaluator,
         framework_version=__version__,
         started_at=done.started_at,

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rsiframe import __version__
@@ -102,6 +103,7 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         engine.close()
     # the engine's own state is the fold of everything it read and wrote: no re-read
     report = status_of(LoadedRun(engine.paths, engine.state.verifier, [], engine.state, b""))
+    report.head = engine.archive.head
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:
@@ -114,6 +116,14 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     if report.state == "failed":
         click.echo(f"rsiframe: run failed: {report.reason}", err=True)
         sys.exit(EXIT_FAILED)
+
+
+_RAY_ADDRESS = click.option(
+    "--ray-address",
+    metavar="ADDR",
+    help='evaluate on a Ray cluster this session: "auto", host:port or ray://host:port '
+    "(needs the cluster extra)",
+)
 
 
 class _Null:
@@ -138,8 +148,16 @@ class _Null:
 )
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@_RAY_ADDRESS
 @friendly
-def run(recipe: Path, out: Path | None, sets: tuple[str, ...], quiet: bool, as_json: bool) -> None:
+def run(
+    recipe: Path,
+    out: Path | None,
+    sets: tuple[str, ...],
+    quiet: bool,
+    as_json: bool,
+    ray_address: str | None,
+) -> None:
     """Start a run of RECIPE. Prints the run folder on the first line of stdout.
 
     Candidates in flight come from the recipe's `concurrency: {candidates: K, mode: M}`
@@ -152,7 +170,7 @@ def run(recipe: Path, out: Path | None, sets: tuple[str, ...], quiet: bool, as_j
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine = Engine.create(recipe, list(sets), out)
+    engine = Engine.create(recipe, list(sets), out, ray_address)
     click.echo(str(engine.paths.root))
     sys.stdout.flush()
     _drive(engine, quiet, as_json)
@@ -163,13 +181,16 @@ def run(recipe: Path, out: Path | None, sets: tuple[str, ...], quiet: bool, as_j
 @click.option("--retry-failed", is_flag=True, help="evaluate failed candidates again")
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@_RAY_ADDRESS
 @friendly
-def resume(run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool) -> None:
+def resume(
+    run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool, ray_address: str | None
+) -> None:
     """Continue an interrupted run after re-verifying its archive and locks."""
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine, notes = Engine.open(run_dir, retry_failed=retry_failed)
+    engine, notes = Engine.open(run_dir, retry_failed=retry_failed, ray_address=ray_address)
     click.echo(str(engine.paths.root))
     for note in notes:
         click.echo(f"rsiframe: {note}", err=True)
@@ -230,6 +251,15 @@ def status(run_dir: Path, as_json: bool) -> None:
 )
 @click.option("--candidate", metavar="ID", help="reproduce this candidate instead of the champion")
 @click.option(
+    "--head",
+    metavar="N:HASH",
+    help="a chain head written down earlier (run and status print it): fail unless the "
+    "archive still holds that event at that position (detects truncation)",
+)
+@click.option(
+    "--rebuild", is_flag=True, help="with --reproduce: build D/T/H models again, not from cache"
+)
+@click.option(
     "--key",
     "key_file",
     type=click.Path(path_type=Path),
@@ -243,7 +273,9 @@ def verify(
     tolerance: float,
     tasks_root: Path | None,
     candidate: str | None,
+    rebuild: bool,
     key_file: Path | None,
+    head: str | None,
     as_json: bool,
 ) -> None:
     """Check a run with only its folder and public key; no private key is needed.
@@ -251,7 +283,8 @@ def verify(
     Checks, each reported by name: pubkey, chain (hash chain), signatures (every event),
     state, certificates (signed and bound to run, commit, tree, recipe, evaluator and
     task set), locks, commits (in repo.git with the recorded tree), admitted (verified
-    records), evidence (trajectories and logs). --reproduce adds reproduce. Nothing is
+    records), evidence (trajectories and logs). --reproduce adds reproduce, --head adds
+    head (a recorded chain head is still in the chain). Nothing is
     written into the run folder. Exit 0 when every check passes, 1 otherwise.
     """
     from rsiframe.errors import RunFolderError
@@ -270,6 +303,8 @@ def verify(
         tasks_root=tasks_root,
         expected_key=key,
         candidate=candidate,
+        head=head,
+        rebuild=rebuild,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))
@@ -280,7 +315,7 @@ def verify(
             table.add_column(col, overflow="fold")
         style = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
         for c in report.checks:
-            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", escape(c.detail))
         out.print(table)
         out.print(f"keyid {report.keyid}", highlight=False)
         for p in report.problems:

@@ -82,6 +82,7 @@ class Engine:
             self.budget,
             self.state,
             self.timings,
+            parts.executor,  # where evaluations run this session (issue 11.3)
         )
         surface = Surface(tuple(self.recipe.surface.include), tuple(self.recipe.surface.exclude))
         self.transaction = Transaction(
@@ -119,22 +120,29 @@ class Engine:
 
     @classmethod
     def create(
-        cls, recipe_path: Path, sets: list[str] | None = None, out: Path | None = None
+        cls,
+        recipe_path: Path,
+        sets: list[str] | None = None,
+        out: Path | None = None,
+        ray_address: str | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        parts, started = create_run(recipe_path, sets, out)
+        parts, started = create_run(recipe_path, sets, out, ray_address)
         engine = cls(parts)
         engine.emit(started)
         engine.emit(E.SessionStarted(resumed=False))
         return engine
 
     @classmethod
-    def open(cls, root: Path, retry_failed: bool = False) -> tuple[Engine, list[str]]:
+    def open(
+        cls, root: Path, retry_failed: bool = False, ray_address: str | None = None
+    ) -> tuple[Engine, list[str]]:
         """Re-verify archive and locks, then rebuild the engine of an existing run."""
-        parts, notes = open_run(root)
+        parts, notes = open_run(root, ray_address)
         return cls(parts, retry_failed=retry_failed, resumed=True), notes
 
     def close(self) -> None:
+        self.tasks.executor.close()
         self.evaluator.close()
         self.archive.close()
         self.repo.close()
@@ -168,12 +176,7 @@ class Engine:
 
     def needs_work(self) -> bool:
         """False for a finished or exhausted run with nothing to retry."""
-        terminal = self.state.terminal
-        if terminal is None or terminal["state"] in ("interrupted", "failed"):
-            return True
-        if self.retry_failed:
-            return any(c.state == "failed" for c in self.state.candidates.values())
-        return False
+        return self.sched.needs_work(self.retry_failed)
 
     def drive(self) -> str:
         """Run until finished, exhausted or failed; returns the run state.
@@ -207,11 +210,9 @@ class Engine:
         if self._tidy():
             return None
         seed = st.seed
-        if seed is None:
-            self.emit(E.CandidateProposed(id="c0000", parent=None, generation=0, reason="seed"))
-            self._seed_mutated()
-            return None
-        if seed.commit is None:  # a crash between the seed's two events: its commit exists
+        if seed is None or seed.commit is None:  # (a crash between the seed's two events)
+            if seed is None:
+                self.emit(E.CandidateProposed(id="c0000", parent=None, generation=0, reason="seed"))
             self._seed_mutated()
             return None
         busy = self.inflight.jobs
@@ -336,10 +337,8 @@ class Engine:
         """Start one attempt on a worker (``wait``: on this thread, e.g. the sealed one)."""
         refusal = self.budget.refuse_evaluation(self.state, reserved=reserved or split == "sealed")
         if refusal is not None:
-            if reserved:
-                return None
-            if self.inflight.jobs:
-                return WAIT  # the budget ends the run once what is in flight settles
+            if reserved or self.inflight.jobs:  # the run ends once what is in flight settles
+                return None if reserved else WAIT
             return self._finish("budget_exhausted", refusal)
         self.task_lock.check((split,))
         assert c.commit is not None and c.tree is not None

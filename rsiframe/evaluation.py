@@ -22,7 +22,9 @@ from rsiframe import faults
 from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
-from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun, run_tasks
+from rsiframe.errors import ClusterLost
+from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
+from rsiframe.executor import Executor, LocalExecutor
 from rsiframe.opcall import Progress, Timings
 from rsiframe.state import RunState
 from rsiframe.tasks import TaskSet
@@ -57,8 +59,10 @@ class TaskRunner:
         budget: BudgetGuard,
         state: RunState,
         timings: Timings,
+        executor: Executor | None = None,
     ) -> None:
         self.evaluator = evaluator
+        self.executor: Executor = executor or LocalExecutor()  # this process, or a Ray cluster
         self.taskset = taskset
         self.put = put
         self.emit = emit
@@ -104,9 +108,9 @@ class TaskRunner:
                 self.emit(E.ModelBuilt(id=cid, split=split, attempt=attempt, model=model))
 
         def on_usage(usage: dict[str, int]) -> None:
-            if usage.get("total_tokens"):
+            if usage.get("total_tokens") or usage.get("refused"):
                 with self._tokens:  # counted until the writer folds it (see folded)
-                    self._unfolded += usage["total_tokens"]
+                    self._unfolded += usage.get("total_tokens") or 0
                 where = {"id": cid, "slot": "evaluate", "split": split, "attempt": attempt}
                 self.emit(E.UsageSpent(**where, tokens=usage["total_tokens"], **usage))
 
@@ -137,7 +141,8 @@ class TaskRunner:
 
         hooks = self.model_hooks(cid, split, attempt)
         try:
-            out = run_tasks(
+            # executor hook (issue 11.3): the one place an evaluation of a verified export runs
+            out = self.executor.run(
                 self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
             )
         finally:
@@ -172,6 +177,8 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
     try:
         export = tasks.exports(job.candidate, job.commit, job.tree)
         out = tasks.run(job.candidate, job.split, export, job.task_ids, evidence, job.attempt)
+    except ClusterLost:  # not this candidate's failure: the run ends failed (resumable)
+        raise
     except BuildRejected as exc:  # the candidate's own build failed: it ends rejected
         return [
             E.EvaluationFailed(**where, error=str(exc), build=exc.details),
@@ -200,6 +207,7 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
         errors={t: r.error for t, r in out.runs.items() if r.error},
         trajectories={t: out.runs[t].trajectory_digest for t in ids},
         model=out.model,
+        executor=out.executor,
         started_at=started,
         finished_at=time.time(),
     )

@@ -3,9 +3,13 @@
 Each task gets a fresh trial folder. The agent phase sees the candidate export
 read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
 instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
-never sees the tests. The verifier phase then runs ``bash /tests/test.sh`` with
-the tests mounted and a freshly created ``/logs/verifier``, so nothing the
-agent wrote can become its reward. Paths are also given as environment
+never sees the tests. When the agent and every process it started are gone, the
+verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, the
+candidate read-only at ``/candidate`` (so a verifier can measure the candidate itself
+rather than trust what its agent reports), a freshly created ``/logs/verifier`` and its
+own copy of ``/app`` (:mod:`rsiframe.appcopy`: links that leave ``/app`` and special
+files dropped and named in the trajectory, hard links broken), so nothing the agent
+wrote or linked can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
@@ -27,7 +31,7 @@ import json
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,18 +39,36 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, docker_sandbox, faults, harbor_engine, serving
+from rsiframe import __version__, appcopy, docker_sandbox, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
-from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
+from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.cpuslots import cpu_slot
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
-from rsiframe.sandbox import Mount, ProcResult, Sandbox, kill_all, make_sandbox
+from rsiframe.safefile import UnsafeFile, read_regular
+from rsiframe.sandbox import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
 from rsiframe.serving import ModelRefused, ModelServer, OpenEndpoint
 from rsiframe.tasks import Task, TaskSet
 
 TAIL = 4000
 _SKIP_ENV_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
+
+
+class TaskLimits(BaseModel):
+    """Resource limits of each task's agent and verifier (``evaluator.config.limits``; a
+    task's ``[rsiframe]`` table in task.toml overrides them key by key). A task that
+    breaks one ends with reward 0 and the limit named as its error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_mb: int = Field(4096, gt=0, description="address space of each process (MiB)")
+    pids: int = Field(512, gt=0, description="processes at once (pids cgroup, else RLIMIT_NPROC)")
+    tmp_mb: int = Field(512, gt=0, description="size of the private /tmp (bubblewrap)")
+    app_mb: int = Field(1024, gt=0, description="what /app and /logs/agent may hold")
+    artifacts_mb: int = Field(16, gt=0, description="agent log files stored per task")
+
+    def of(self, task: Task) -> TaskLimits:
+        return TaskLimits.model_validate({**self.model_dump(), **task.limits})
 
 
 class LocalEngineConfig(BaseModel):
@@ -67,6 +89,10 @@ class LocalEngineConfig(BaseModel):
         None, gt=0, description="cap on each task's [verifier] timeout_sec"
     )
     output_limit_bytes: int = Field(1 << 20, ge=1024, description="stdout/stderr kept per phase")
+    limits: TaskLimits = Field(
+        default_factory=lambda: TaskLimits(),
+        description="per-task limits of agent and verifier (a task's [rsiframe] table wins)",
+    )
     build: BuildConfig | None = Field(
         None, description="build a model from data/ and trainer/ first, and serve it (D/T/H)"
     )
@@ -90,6 +116,7 @@ class EvaluationOutput:
     task_seconds: float = 0.0
     model: dict[str, Any] | None = None  # the built model's identity, build and token usage
     usage: dict[str, int] | None = None  # model tokens this evaluation used
+    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executor)
 
 
 Put = Callable[[bytes], str]
@@ -107,11 +134,11 @@ def parse_reward(verifier_dir: Path) -> tuple[float, str | None]:
     """Harbor's reward files: a number in reward.txt, or numeric keys in reward.json."""
     txt = verifier_dir / "reward.txt"
     js = verifier_dir / "reward.json"
-    try:
-        if txt.is_file():
-            return float(txt.read_text().strip()), None
-        if js.is_file():
-            data = json.loads(js.read_text())
+    try:  # regular files only, never a link or a FIFO, at most 1 MiB
+        if txt.exists() or txt.is_symlink():
+            return float(read_regular(txt, 1 << 20).decode().strip()), None
+        if js.exists() or js.is_symlink():
+            data = json.loads(read_regular(js, 1 << 20))
             if isinstance(data, int | float):
                 return float(data), None
             if isinstance(data, dict):
@@ -131,7 +158,11 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, config: LocalEngineConfig, work_root: Path) -> None:
+    def __init__(
+        self, config: LocalEngineConfig, work_root: Path, cache_root: Path | None = None
+    ) -> None:
+        """``cache_root`` replaces the shared build cache (``verify --reproduce --rebuild``
+        passes an empty one, so everything is built again)."""
         self.config = config
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
@@ -143,9 +174,10 @@ class LocalEngine:
         self.builder: Builder | None = None
         self.server: ModelServer | None = None
         self._items: list[Item] = []
+        self.protected: dict[str, list[str]] = {}  # split -> task ids given to protect()
         if config.build is not None:
             b = config.build
-            self.builder = Builder(b, self.sandbox, work_root)
+            self.builder = Builder(b, self.sandbox, work_root, cache_root)
             self.server = ModelServer(
                 self.sandbox,
                 self.builder.models_root,
@@ -153,16 +185,19 @@ class LocalEngine:
                 threads=b.threads,
                 max_batch=b.serve.max_batch,
                 max_tokens=b.serve.max_tokens,
+                max_request_tokens=b.serve.max_request_tokens,
+                memory_mb=b.serve.memory_mb,
                 start_timeout_s=b.serve.start_timeout_s,
             )
 
     def protect(self, tasks: dict[str, list[Task]]) -> None:
         """The gate and sealed tasks whose items training data must not contain."""
         self._items = protected_items(tasks)
+        self.protected = {s: [t.id for t in ts] for s, ts in tasks.items()}
 
-    def _audit(self, train_jsonl: Path) -> AuditResult:
+    def _audit(self, texts: Iterable[str]) -> AuditResult:
         assert self.config.build is not None
-        return audit(training_texts(train_jsonl), self._items, self.config.build.contamination)
+        return audit(texts, self._items, self.config.build.contamination)
 
     @property
     def isolation(self) -> str:
@@ -327,6 +362,8 @@ class LocalEngine:
         m_logs = Mount(logs, "/logs")
         common = {"RSI_APP": sb.view(m_app), "RSI_LOGS": sb.view(m_logs), "RSI_TASK_ID": task.id}
 
+        lim = self.config.limits.of(task)
+        app_cap = lim.app_mb << 20
         agent_timeout = min(task.agent_timeout, self.config.agent_timeout_s or task.agent_timeout)
         argv = ["sh", "-c", self.config.agent]
         mounts = [m_cand, m_app, m_task, m_agent_logs]
@@ -348,8 +385,27 @@ class LocalEngine:
             timeout=agent_timeout,
             network=task.agent_network,
             output_limit=self.config.output_limit_bytes,
+            limits=Limits(
+                memory_mb=lim.memory_mb,
+                pids=lim.pids,
+                tmp_mb=lim.tmp_mb,
+                file_mb=lim.app_mb,
+                watch=((app, app_cap), (logs / "agent", app_cap)),
+            ),
         )
+        if agent.limit:
+            return self._breach(task, agent, f"agent exceeded a limit: {agent.limit}")
 
+        # the verifier gets its own copy of /app, made after every agent process is gone:
+        # links out of /app (to the tests, the verifier's logs, the host) and special files
+        # are dropped and named in the evidence, hard links are broken by copying
+        v_app = trial / "verifier-app"
+        try:
+            removed = appcopy.freeze(app, v_app, max_bytes=app_cap)
+        except appcopy.AppTooLarge as exc:
+            return self._breach(task, agent, f"agent exceeded a limit: {exc}")
+        m_app = Mount(v_app, "/app", writable=True)
+        common["RSI_APP"] = sb.view(m_app)
         # a fresh verifier folder: whatever the agent left under /logs/verifier is discarded
         verifier_dir = logs / "verifier"
         shutil.rmtree(verifier_dir, ignore_errors=True)
@@ -363,18 +419,34 @@ class LocalEngine:
         )
         verifier = sb.run(
             ["bash", sb.view(m_tests) + "/test.sh"],
-            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent")],
+            # the candidate (read-only) too, so a verifier can measure it instead of
+            # trusting what the agent reports about itself (sat3 reads its knobs)
+            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent"), m_cand],
             cwd=m_app,
-            env={**task.verifier_env, **common, "RSI_TESTS": sb.view(m_tests)},
+            env={
+                **task.verifier_env,
+                **common,
+                "RSI_TESTS": sb.view(m_tests),
+                "RSI_CANDIDATE": sb.view(m_cand),
+            },
             timeout=verifier_timeout,
             network=task.verifier_network,
             output_limit=self.config.output_limit_bytes,
+            limits=Limits(
+                memory_mb=lim.memory_mb,
+                pids=lim.pids,
+                tmp_mb=lim.tmp_mb,
+                file_mb=lim.app_mb,
+                watch=((v_app, app_cap), (verifier_dir, app_cap)),
+            ),
         )
         reward, error = parse_reward(verifier_dir)
         if agent.timed_out:
             error = f"agent timed out after {agent_timeout:g}s" + (f"; {error}" if error else "")
         elif verifier.timed_out:
             reward, error = 0.0, f"verifier timed out after {verifier_timeout:g}s"
+        elif verifier.limit:
+            reward, error = 0.0, f"verifier exceeded a limit: {verifier.limit}"
         elif agent.exit_code and error is None:  # kept as the reason; the reward stands
             last = agent.stderr[-TAIL:].decode(errors="replace").strip().splitlines()
             error = f"agent exited with status {agent.exit_code}" + (
@@ -386,11 +458,7 @@ class LocalEngine:
             "verifier.stdout": verifier.stdout,
             "verifier.stderr": verifier.stderr,
         }
-        for f in sorted((logs / "agent").rglob("*")):
-            if f.is_file() and not f.is_symlink():
-                blobs["logs/agent/" + f.relative_to(logs / "agent").as_posix()] = f.read_bytes()[
-                    : self.config.output_limit_bytes
-                ]
+        dropped = self._agent_logs(logs / "agent", lim.artifacts_mb << 20, blobs)
         trajectory = {
             "task": task.id,
             "reward": reward,
@@ -398,8 +466,46 @@ class LocalEngine:
             "agent": _phase(agent),
             "verifier": _phase(verifier),
         }
+        if removed:
+            trajectory["app_removed"] = [r.as_dict() for r in removed]
+        if dropped:
+            trajectory["artifacts_dropped"] = dropped
         seconds = agent.duration_s + verifier.duration_s
         return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
+
+    def _agent_logs(self, folder: Path, cap: int, blobs: dict[str, bytes]) -> list[str]:
+        """The agent's log files (regular files only, each cut at the output limit) into
+        ``blobs`` until ``cap`` bytes are stored; the files left out, with why."""
+        dropped, stored = [], 0
+        for f in sorted(folder.rglob("*")):
+            rel = f.relative_to(folder).as_posix()
+            if f.is_dir() and not f.is_symlink():
+                continue
+            try:
+                data = read_regular(f, cap)[: self.config.output_limit_bytes]
+            except (UnsafeFile, OSError) as exc:
+                dropped.append(f"{rel}: {exc}")
+                continue
+            if stored + len(data) > cap:
+                dropped.append(f"{rel}: past the {cap >> 20} MiB of artifacts stored per task")
+                continue
+            stored += len(data)
+            blobs["logs/agent/" + rel] = data
+        return dropped
+
+    def _breach(
+        self, task: Task, agent: ProcResult, reason: str
+    ) -> tuple[TaskRun, dict[str, bytes]]:
+        """The task ends at a broken limit: reward 0, the reason kept, no verifier run."""
+        trajectory = {
+            "task": task.id,
+            "reward": 0.0,
+            "error": reason,
+            "agent": _phase(agent),
+            "limit": reason,
+        }
+        blobs = {"agent.stdout": agent.stdout, "agent.stderr": agent.stderr}
+        return TaskRun(task.id, 0.0, reason, trajectory, seconds=agent.duration_s), blobs
 
 
 def _take(it: Iterator[Task], n: int) -> list[Task]:
@@ -421,7 +527,7 @@ def _phase(res: ProcResult) -> dict[str, Any]:
     }
 
 
-ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], Any]]] = {
+ENGINES: dict[str, tuple[type[BaseModel], Callable[..., Any]]] = {
     "local": (LocalEngineConfig, LocalEngine),
     "harbor": (harbor_engine.HarborEngineConfig, harbor_engine.HarborEngine),
 }
@@ -441,8 +547,11 @@ def preflight_engine(engine: str, config: BaseModel, taskset: TaskSet, task_ids:
         check(config, taskset, task_ids)
 
 
-def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:
-    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``)."""
+def make_evaluator(
+    engine: str, config: dict[str, Any], work: Path, cache_root: Path | None = None
+) -> LocalEngine:
+    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``);
+    ``cache_root``: a build cache of its own instead of the shared one."""
     entry = ENGINES.get(engine)
     if entry is None:
         raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
@@ -453,7 +562,10 @@ def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngi
         raise LockMismatch(
             f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
         ) from exc
-    return factory(parsed, work)
+    # only the local engine builds models (--rebuild on another engine changes nothing)
+    if cache_root is None or factory is not LocalEngine:
+        return factory(parsed, work)  # type: ignore[no-any-return]
+    return factory(parsed, work, cache_root)  # type: ignore[no-any-return]
 
 
 def run_tasks(

@@ -178,6 +178,7 @@ class UsageSpent(EventData):
     total_tokens: int | None = None
     requests: int | None = None
     refused: int | None = None
+    cancelled: int | None = None  # requests the server stopped (client gone, evaluation over)
 
 
 # -- after evaluation -------------------------------------------------------------------

@@ -8,6 +8,9 @@ from pathlib import Path
 from rsiframe import recipe as recipe_mod
 from rsiframe.errors import RecipeError
 from rsiframe.evaluator import preflight_engine
+from rsiframe.executor import check as check_executor
+from rsiframe.executor import session_spec
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.models_schema import ModelCheck, check_models
 from rsiframe.surface import Surface
@@ -22,6 +25,8 @@ class Plan:
     taskset: TaskSet
     split: dict[str, list[str]]
     seed: Snapshot
+    executor: ExecutorSpec  # the recipe's, with --ray-address applied
+    executor_key: str  # what errors about it name
     models: ModelCheck | None = None
 
     def __str__(self) -> str:
@@ -33,9 +38,11 @@ class Plan:
         return f"tasks: {sizes}; seed: {len(self.seed.entries)} files; {ops}"
 
 
-def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
+def plan(recipe_path: Path, sets: list[str] | None = None, ray_address: str | None = None) -> Plan:
     resolved = recipe_mod.load(recipe_path, sets)
     r = resolved.recipe
+    executor, key = session_spec(r.evaluator.executor, ray_address)
+    check_executor(executor, key, r.evaluator.engine)
     where = str(resolved.source)
     configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
     models = check_models(r.models, configs, where=where)  # no call is made
@@ -57,4 +64,4 @@ def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
         raise RecipeError("surface: the include globs match no file in the seed", where=where)
     ids = [t for s in split.values() for t in s]
     preflight_engine(r.evaluator.engine, resolved.evaluator_config, taskset, ids)
-    return Plan(resolved, taskset, split, seed, models)
+    return Plan(resolved, taskset, split, seed, executor, key, models)

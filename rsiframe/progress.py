@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -76,7 +77,9 @@ class RichProgress(ProgressSink):
                 self.stages.pop(d["id"], None)
             self._line(state, d["id"])
         elif ev.type == "evaluation_failed":
-            self.console.print(f"[red]{d['id']} {d['split']} evaluation failed:[/] {d['error']}")
+            self.console.print(
+                f"[red]{d['id']} {d['split']} evaluation failed:[/] {escape(str(d['error']))}"
+            )
         champ = state.champion()
         if champ is not None:
             self.best = f"{champ.score('gate'):.3f} ({champ.id})"
@@ -95,7 +98,8 @@ class RichProgress(ProgressSink):
         if c.rejected:
             what = "; ".join(c.rejected.get("reasons", []))[:160]
         arrow = f" ← {c.parent}" if c.parent else ""
-        self.console.print(f"{cid}{arrow} [{color}]{c.state}[/] {score} {what}".rstrip())
+        # the description and reasons are a candidate's own text: escaped, never markup
+        self.console.print(f"{cid}{arrow} [{color}]{c.state}[/] {score} {escape(what)}".rstrip())
 
     def _set(self, cid: str, stage: str) -> None:
         with self._lock:
@@ -112,4 +116,4 @@ class RichProgress(ProgressSink):
         self._refresh()
 
     def note(self, message: str) -> None:
-        self.console.print(message)
+        self.console.print(message, markup=False)

@@ -18,10 +18,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from rsiframe import yamlsafe
 from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
 from rsiframe.digest import sha256_json
 from rsiframe.errors import RecipeError
 from rsiframe.evaluator import ENGINES
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.registry import resolve
 from rsiframe.schema import Recipe
 
@@ -43,24 +45,6 @@ class ResolvedRecipe:
 # -- YAML -----------------------------------------------------------------------------
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    pass
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            mark = key_node.start_mark
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def load_yaml(path: Path) -> Any:
     try:
         text = path.read_text()
@@ -69,7 +53,7 @@ def load_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError(f"cannot read: {exc}", where=str(path)) from exc
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return yamlsafe.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -145,7 +129,7 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     if not eq or not key.strip():
         raise RecipeError(f"--set expects KEY=VALUE, got {item!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yamlsafe.load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -233,6 +217,8 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
         data["slots"][slot]["config"] = config.model_dump(mode="json")
     data["slots"] = {k: v for k, v in data["slots"].items() if v is not None}
     data["evaluator"]["config"] = evaluator_config.model_dump(mode="json")
+    if recipe.evaluator.executor == ExecutorSpec():  # the default leaves the digest as it was
+        del data["evaluator"]["executor"]
     if not data["models"]:  # a recipe without models keeps the digest it had before them
         del data["models"]
     if "concurrency" not in recipe.model_fields_set:  # runs from before the key keep their digest

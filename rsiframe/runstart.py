@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
 from rsiframe.events import RunStarted
+from rsiframe.executor import Executor, LocalExecutor, check, open_executor, session_spec
 from rsiframe.loader import load_run
 from rsiframe.preflight import plan
 from rsiframe.runfolder import RunLock, RunPaths
@@ -44,14 +45,17 @@ class RunParts:
     evaluator: LocalEngine
     repo: CandidateRepo
     lock: RunLock
+    executor: Executor = field(default_factory=LocalExecutor)  # this session's (issue 11.3)
 
 
 def create_run(
-    recipe_path: Path, sets: list[str] | None, out: Path | None
+    recipe_path: Path, sets: list[str] | None, out: Path | None, ray_address: str | None = None
 ) -> tuple[RunParts, RunStarted]:
     """Validate everything, then create the run folder, keys, locks and the seed commit;
     returns the parts and the ``run_started`` event to record first."""
-    p = plan(recipe_path, sets)
+    p = plan(recipe_path, sets, ray_address)
+    # connected before the run folder exists: a cluster that fails leaves nothing behind
+    executor = open_executor(p.executor, p.executor_key)
     resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
     r = resolved.recipe
 
@@ -105,12 +109,12 @@ def create_run(
     state = RunState(verifier=signer.public)
     archive = Archive(paths.root, None, sign=event_signer(signer))
     parts = RunParts(
-        paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock
+        paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock, executor
     )
     return parts, started
 
 
-def open_run(root: Path) -> tuple[RunParts, list[str]]:
+def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list[str]]:
     """Re-verify archive and locks, then open an existing run; notes on repairs made."""
     paths = RunPaths(Path(root).resolve()).check()
     lock = RunLock(paths).acquire()
@@ -132,6 +136,9 @@ def open_run(root: Path) -> tuple[RunParts, list[str]]:
         evaluator = make_evaluator(resolved, work)
         _check_evaluator(paths, evaluator, st)
         signer = load_signer(st.run_id, st.verifier.keyid)
+        spec, key = session_spec(resolved.recipe.evaluator.executor, ray_address)
+        check(spec, key, resolved.recipe.evaluator.engine)
+        executor = open_executor(spec, key)
         repo = CandidateRepo(paths.repo, paths.work / "exports")
         # only once every check passed is the archive touched: a refusal changes nothing
         notes = []
@@ -144,7 +151,7 @@ def open_run(root: Path) -> tuple[RunParts, list[str]]:
         lock.release()
         raise
     parts = RunParts(
-        paths, resolved, st, archive, signer, task_lock, taskset, evaluator, repo, lock
+        paths, resolved, st, archive, signer, task_lock, taskset, evaluator, repo, lock, executor
     )
     return parts, notes
 

@@ -72,6 +72,15 @@ class Scheduler:
         self.stopping = True
         self.inflight.wind_down(grace)
 
+    def needs_work(self, retry_failed: bool) -> bool:
+        """False for a finished or exhausted run with nothing to retry."""
+        terminal = self.state.terminal
+        if terminal is None or terminal["state"] in ("interrupted", "failed"):
+            return True
+        if retry_failed:
+            return any(c.state == "failed" for c in self.state.candidates.values())
+        return False
+
     def keeps(self, outcome: object) -> bool:
         """Whether to record what a worker returned: after Ctrl-C only successes (a failure
         then is the interrupt's doing: the attempt re-runs, the mutation is abandoned)."""

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from rsiframe.api import SLOT_TABLE, SlotSpec
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import DEFAULT_IGNORE
 from rsiframe.models_schema import Models
 
@@ -71,6 +72,7 @@ class SurfaceSpec(_Strict):
 class EvaluatorSpec(_Strict):
     engine: str = "local"
     config: dict[str, Any] = Field(default_factory=dict)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
 
 
 class _SlotsBase(_Strict):

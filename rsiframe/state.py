@@ -146,6 +146,7 @@ class RunState:
     reflected: dict[int, str] = field(default_factory=dict)
     evaluations: int = 0
     tokens: int = 0
+    tokens_refused: int = 0  # requests the model server refused: the allowance could not cover them
     cost: float = 0.0
     terminal: dict[str, Any] | None = None
     wall_closed: float = 0.0  # wall seconds of finished sessions
@@ -306,6 +307,7 @@ class RunState:
 
     def _on_usage(self, ev: Event, d: E.UsageSpent) -> None:
         self.tokens += d.tokens
+        self.tokens_refused += d.refused or 0
         self.cost += d.cost
         if d.slot != "evaluate":  # the most one child's operators spent (budget reserves it)
             spent = self.operator_usage.get(d.id, (0, 0.0))

@@ -19,6 +19,8 @@ was established and what was not:
 ``admitted``      every admitted candidate has a verified record for each required split,
                   and every child descends from an admitted candidate
 ``evidence``      every trajectory and log a certificate names exists, unaltered
+``head``          (``--head N:HASH``) the chain still holds, as its event N-1, the event
+                  whose hash was written down: nothing was cut off or rewritten since
 ``reproduce``     (``--reproduce``) the champion, re-evaluated from a fresh export in a fresh
                   sandbox, gets the rewards its certificates state
 
@@ -27,6 +29,7 @@ Nothing here writes into the run folder, and no private key is needed.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +38,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
+from rsiframe import yamlsafe
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.digest import sha256_json
@@ -46,6 +50,7 @@ from rsiframe.evaluator import (
     make_evaluator,
     run_tasks,
 )
+from rsiframe.hostfacts import differing
 from rsiframe.loader import unsigned_events
 from rsiframe.runfolder import RunPaths
 from rsiframe.signing import BadSignature, RecordVerifier
@@ -89,6 +94,8 @@ class Reproduction(BaseModel):
     deviations: list[TaskDeviation]
     isolation: str | None
     notes: list[str]
+    build: str | None = None  # D/T/H: "rebuilt" (--rebuild) or "cache" (what the cache held)
+    host_differs: list[str] = []  # D/T/H: host facts unlike the record's, when rewards moved
 
 
 class VerifyReport(BaseModel):
@@ -131,12 +138,17 @@ def verify(
     tasks_root: Path | None = None,
     expected_key: bytes | None = None,
     candidate: str | None = None,
+    head: str | None = None,
+    rebuild: bool = False,
 ) -> VerifyReport:
-    """Run every check on the run folder ``root``; ``reproduce`` adds the re-evaluation."""
+    """Run every check on the run folder ``root``; ``reproduce`` adds the re-evaluation
+    (``rebuild``: D/T/H models built again in an empty cache instead of read from it),
+    ``head`` (``N:HASH``, :func:`archive.chain_head`) the truncation check."""
+    wanted = parse_head(head) if head is not None else None
     paths = RunPaths(Path(root).resolve()).check()
     checks = _Checks()
     notes: list[str] = []
-    names = (*CHECKS, "reproduce") if reproduce else CHECKS
+    names = (*CHECKS, *(("head",) if head else ()), *(("reproduce",) if reproduce else ()))
     report = VerifyReport(
         ok=False,
         path=str(paths.root),
@@ -191,6 +203,10 @@ def verify(
     detail = f"keyid {verifier.keyid[:16]}" + (" (matches --key)" if expected_key else "")
     checks.add("pubkey", detail, key_problems)
     checks.add("chain", f"{len(events)} events, each linked to the one before", [])
+    if wanted is not None:
+        checks.add(
+            "head", f"event {wanted[0] - 1} has hash {wanted[1][:16]}", _head(events, *wanted)
+        )
 
     unsigned = unsigned_events(events, verifier, every=True)
     checks.add("signatures", f"{len(events)} event signatures", unsigned)
@@ -211,7 +227,12 @@ def verify(
     checks.add("evidence", "trajectories and logs named by certificates", _evidence(paths, st))
     if reproduce:
         rep, problems = reproduce_champion(
-            paths, st, tolerance=tolerance, tasks_root=tasks_root, candidate=candidate
+            paths,
+            st,
+            tolerance=tolerance,
+            tasks_root=tasks_root,
+            candidate=candidate,
+            rebuild=rebuild,
         )
         report.reproduce = rep
         detail = (
@@ -225,6 +246,27 @@ def verify(
 
 
 # -- the checks -----------------------------------------------------------------------
+
+_HEAD = re.compile(r"^([0-9]+):([0-9a-f]{64})$")
+
+
+def parse_head(text: str) -> tuple[int, str]:
+    """``N:HASH`` as ``run`` and ``status`` print it; bad input is a :class:`RsiError`."""
+    m = _HEAD.match(text.strip())
+    if m is None or int(m.group(1)) < 1:
+        raise RsiError(f"--head {text!r} is not N:HASH (as run and status print it)")
+    return int(m.group(1)), m.group(2)
+
+
+def _head(events: list[Any], count: int, digest: str) -> list[str]:
+    if len(events) < count:
+        return [
+            f"the chain holds {len(events)} events, fewer than the {count} of the recorded "
+            "head: it was truncated"
+        ]
+    if events[count - 1].hash != digest:
+        return [f"event {count - 1} is not the recorded head: the chain was rewritten"]
+    return []
 
 
 def lock_problems(paths: RunPaths, st: RunState) -> list[str]:
@@ -251,7 +293,7 @@ def _recipe_lock_problems(paths: RunPaths, st: RunState) -> tuple[list[str], dic
     if lock.get("digest") != st.recipe_digest:
         problems.append("recipe.lock.json digest differs from the run's recipe digest")
     try:
-        frozen = yaml.safe_load(paths.recipe.read_text())
+        frozen = yamlsafe.load(paths.recipe.read_text())
     except (OSError, yaml.YAMLError) as exc:
         frozen = None
         problems.append(f"recipe.yaml is unreadable: {type(exc).__name__}")
@@ -369,6 +411,7 @@ def reproduce_champion(
     tolerance: float = 0.0,
     tasks_root: Path | None = None,
     candidate: str | None = None,
+    rebuild: bool = False,
 ) -> tuple[Reproduction, list[str]]:
     """Re-evaluate the champion (or ``candidate``) on every split it was certified on.
 
@@ -406,7 +449,8 @@ def reproduce_champion(
     with tempfile.TemporaryDirectory(prefix="rsiframe-reproduce-") as tmp:
         scratch = Path(tmp)
         try:
-            evaluator = make_evaluator(spec["engine"], spec["config"], scratch / "work")
+            cache = scratch / "cache" if rebuild else None
+            evaluator = make_evaluator(spec["engine"], spec["config"], scratch / "work", cache)
         except RsiError as exc:
             return rep, [f"reproduce: {exc}"]
         try:
@@ -437,10 +481,13 @@ def reproduce_champion(
                     lambda b: put_artifact(store, b),
                     on_built=built.append,
                 )
-                _compare_model(rep, split, record.predicate.model, built)
+                _compare_model(rep, split, record.predicate.model, built, rebuild)
+                before = len(rep.deviations)
                 problems += _compare_rewards(
                     rep, c.id, split, ids, record.predicate.rewards, out, tolerance
                 )
+                if len(rep.deviations) > before:
+                    _host_differences(rep, split, record.predicate.model, built)
         except (ExportMismatch, RsiError) as exc:
             problems.append(f"reproduce: {exc}")
         except Exception as exc:  # the evaluation itself failed (e.g. a build): say so
@@ -505,13 +552,40 @@ def _compare_rewards(
     return problems
 
 
-def _compare_model(rep: Reproduction, split: str, recorded: dict | None, built: list[dict]) -> None:
-    """D/T/H: say whether the rebuilt model is the recorded one (training may not be exact)."""
+def _compare_model(
+    rep: Reproduction, split: str, recorded: dict | None, built: list[dict], rebuild: bool
+) -> None:
+    """D/T/H: say how the model was had (rebuilt, or from the cache) and whether it is the
+    recorded one (training may not be exact elsewhere)."""
     if not recorded or not built:
         return
+    steps = built[-1].get("steps") or {}
+    hits = [s for s in ("data", "train") if (steps.get(s) or {}).get("cached")]
+    if rebuild:
+        rep.build = "rebuilt"
+        rep.notes.append(f"{split}: dataset and model rebuilt here in an empty cache (--rebuild)")
+    else:
+        rep.build = "cache" if hits else "rebuilt"
+        how = f"read from the build cache ({', '.join(hits)})" if hits else "built here"
+        rep.notes.append(f"{split}: dataset and model {how}; --rebuild builds them again")
     want, got = recorded.get("weights_digest"), built[-1].get("weights_digest")
     if want and got and want != got:
         rep.notes.append(
             f"{split}: the rebuilt model's weights differ from the recorded ones "
             f"({str(got)[:19]} vs {str(want)[:19]}); rewards are compared within the tolerance"
         )
+
+
+def _host_differences(
+    rep: Reproduction, split: str, recorded: dict | None, built: list[dict]
+) -> None:
+    """D/T/H rewards moved past the tolerance: name the host facts unlike the record's."""
+    if not recorded or not built:
+        return
+    here = built[-1].get("host") or {}
+    names = differing(recorded.get("host"), here)
+    rep.host_differs = sorted(set(rep.host_differs) | set(names))
+    if names:
+        rep.notes.append(f"{split}: host facts that differ from the record's: {', '.join(names)}")
+    else:
+        rep.notes.append(f"{split}: every recorded host fact is the same here")

@@ -32,6 +32,7 @@ BELOW_READ_SIDE = {
     "rsiframe.events",
     "rsiframe.faults",
     "rsiframe.keys",
+    "rsiframe.safefile",
     "rsiframe.surface",
 }
 

@@ -682,6 +682,8 @@ def oversized_result(t: Trial) -> list[str]:
     return _bad_operator_run(t, slot, "huge", size)
 
 
+from rsiframe.selftest.build_scenarios import BUILD_SCENARIOS  # noqa: E402
+
 SCENARIOS: dict[str, Scenario] = {
     "kill_mutate": kill_mutate,
     "kill_evaluate": kill_evaluate,
@@ -702,4 +704,9 @@ SCENARIOS: dict[str, Scenario] = {
     "task_edited": task_edited,
     "malformed_result": malformed_result,
     "oversized_result": oversized_result,
+    **BUILD_SCENARIOS,
 }
+
+# the security review's scenarios (issue 10) live in their own module, which adds them to
+# SCENARIOS when it is imported; imported last, as they build on the helpers above
+import rsiframe.selftest.hostile  # noqa: E402, F401
