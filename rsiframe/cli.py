@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -35,14 +36,26 @@ def _stderr() -> Console:
     return Console(stderr=True)
 
 
+_KEY = re.compile(r"^([A-Za-z_][\w.\-]*): ")
+
+
+def error_json(exc: RsiError) -> dict[str, Any]:
+    """A user error for scripts: the message, the file it is about, the dotted key if any."""
+    m = _KEY.match(exc.message)
+    return {"error": exc.message, "file": exc.where, "key": m.group(1) if m else None}
+
+
 def friendly(fn: F) -> F:
-    """Render user errors as one line with their exit code."""
+    """Render user errors as one line with their exit code (and, with ``--json``, as JSON
+    on stdout: ``{"error", "file", "key"}``)."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except RsiError as exc:
+            if kwargs.get("as_json"):
+                _print_json(error_json(exc))
             click.echo(f"rsiframe: error: {exc}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
@@ -57,6 +70,16 @@ def _sigterm_as_interrupt() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+
+
+_unset_option = click.option(
+    "--unset",
+    "unsets",
+    multiple=True,
+    metavar="KEY",
+    help="remove one recipe key, e.g. tasks.split.ratios (repeatable; same as KEY=null on a "
+    "mapping)",
+)
 
 
 def _print_json(value: Any) -> None:
@@ -144,8 +167,10 @@ class _Null:
     "sets",
     multiple=True,
     metavar="KEY=VALUE",
-    help="override one recipe key, e.g. slots.select.config.size=4 (repeatable)",
+    help="override one recipe key, e.g. slots.select.config.size=4; a YAML mapping replaces "
+    "the mapping at KEY (repeatable). The run's name then says what changed",
 )
+@_unset_option
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
 @_RAY_ADDRESS
@@ -154,6 +179,7 @@ def run(
     recipe: Path,
     out: Path | None,
     sets: tuple[str, ...],
+    unsets: tuple[str, ...],
     quiet: bool,
     as_json: bool,
     ray_address: str | None,
@@ -170,7 +196,7 @@ def run(
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine = Engine.create(recipe, list(sets), out, ray_address)
+    engine = Engine.create(recipe, list(sets), out, ray_address, unsets=list(unsets))
     click.echo(str(engine.paths.root))
     sys.stdout.flush()
     _drive(engine, quiet, as_json)
@@ -212,6 +238,7 @@ def resume(
 @friendly
 def status(run_dir: Path, as_json: bool) -> None:
     """Show a run's state, budget and every candidate with its verified scores."""
+    from rsiframe.drift import operator_drift, task_drift
     from rsiframe.loader import load_run
     from rsiframe.report import candidate_table, print_summary, status_of
     from rsiframe.verify import lock_problems
@@ -219,6 +246,8 @@ def status(run_dir: Path, as_json: bool) -> None:
     loaded = load_run(run_dir)
     report = status_of(loaded)
     report.notes += [f"lock: {p}" for p in lock_problems(loaded.paths, loaded.state)]
+    report.notes += [f"lock: {p}" for p in operator_drift(loaded.paths)]
+    report.notes += [f"lock: {p}" for p in task_drift(loaded.paths)[0]]
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return
@@ -282,9 +311,10 @@ def verify(
 
     Checks, each reported by name: pubkey, chain (hash chain), signatures (every event),
     state, certificates (signed and bound to run, commit, tree, recipe, evaluator and
-    task set), locks, commits (in repo.git with the recorded tree), admitted (verified
-    records), evidence (trajectories and logs). --reproduce adds reproduce, --head adds
-    head (a recorded chain head is still in the chain). Nothing is
+    task set), locks, operators (operator code on disk as locked), tasks (the task set on
+    disk as locked; skipped when it is not there), commits (in repo.git with the recorded
+    tree), admitted (verified records), evidence (trajectories and logs). --reproduce adds
+    reproduce, --head adds head (a recorded chain head is still in the chain). Nothing is
     written into the run folder. Exit 0 when every check passes, 1 otherwise.
     """
     from rsiframe.errors import RunFolderError
@@ -644,13 +674,14 @@ def recipe() -> None:
 @recipe.command("check")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@_unset_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
+def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
     """Validate FILE: schema, operators and their configs, seed, tasks and surface."""
     from rsiframe.preflight import plan
 
-    info = plan(file, list(sets))
+    info = plan(file, list(sets), unsets=list(unsets))
     if as_json:
         _print_json(
             {
@@ -669,13 +700,14 @@ def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
 @recipe.command("show")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@_unset_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_show(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
+def recipe_show(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
     """Print the resolved recipe (extends merged, overrides applied, defaults filled in)."""
     from rsiframe import recipe as recipe_mod
 
-    resolved = recipe_mod.load(file, list(sets))
+    resolved = recipe_mod.load(file, list(sets), unsets=list(unsets))
     if as_json:
         _print_json({"digest": resolved.digest, "recipe": resolved.data})
     else:
@@ -808,7 +840,7 @@ def operators_describe(name: str, as_json: bool) -> None:
     out = _stdout()
     out.print(f"[bold]{info.slot}.{info.name}[/]  ({info.ref})")
     if doc:
-        out.print(doc)
+        out.print(doc, markup=False, highlight=False)
     out.print(
         f"may read: {', '.join(reads)}; with information.gate_detail also "
         f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rsiframe import events as E
+from rsiframe import health, opcode
 from rsiframe.archive import Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
@@ -125,9 +126,10 @@ class Engine:
         sets: list[str] | None = None,
         out: Path | None = None,
         ray_address: str | None = None,
+        unsets: list[str] | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        parts, started = create_run(recipe_path, sets, out, ray_address)
+        parts, started = create_run(recipe_path, sets, out, ray_address, unsets)
         engine = cls(parts)
         engine.emit(started)
         engine.emit(E.SessionStarted(resumed=False))
@@ -213,8 +215,11 @@ class Engine:
         if seed is None or seed.commit is None:  # (a crash between the seed's two events)
             if seed is None:
                 self.emit(E.CandidateProposed(id="c0000", parent=None, generation=0, reason="seed"))
-            self._seed_mutated()
+            seed_commit = {"commit": st.seed_commit, "tree": st.seed_tree, "description": "seed"}
+            self.emit(E.CandidateMutated(id="c0000", **seed_commit))  # made with the run folder
             return None
+        if (dead := health.dead_seed(seed)) is not None:  # a broken setup, not a low score
+            return self._finish("failed", dead)
         busy = self.inflight.jobs
         for c in st.candidates.values():
             if c.id in busy:
@@ -293,12 +298,6 @@ class Engine:
 
     # -- the seed and the children --------------------------------------------------
 
-    def _seed_mutated(self) -> None:
-        """The seed's commit (made with the run folder) is its mutation."""
-        st = self.state
-        seed = {"commit": st.seed_commit, "tree": st.seed_tree, "description": "seed"}
-        self.emit(E.CandidateMutated(id="c0000", **seed))
-
     def _propose_child(self, generation: int) -> None:
         """Select on the writer, then mutate on a worker; the outcome comes back here."""
         cid = candidate_id(len(self.state.candidates))
@@ -370,6 +369,7 @@ class Engine:
             evaluator_fingerprint=st.evaluator_fingerprint,
             taskset_fingerprint=self.task_lock.fingerprint,
             isolation=self.evaluator.isolation,
+            code=opcode.certified_code(self.paths.recipe_lock),
             evaluator=self.evaluator.record_part(),
         )
 

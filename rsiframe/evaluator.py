@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, appcopy, docker_sandbox, faults, harbor_engine, serving
+from rsiframe import __version__, appcopy, appdiff, docker_sandbox, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.cpuslots import cpu_slot
@@ -371,6 +371,7 @@ class LocalEngine:
         if ep is not None:  # the endpoint's folder only, behind the in-sandbox forwarder
             argv, extra, model_env = ep.harness(sb, argv)
             mounts += extra
+        app_before = appdiff.scan(app)
         agent = sb.run(
             argv,
             mounts=mounts,
@@ -396,6 +397,7 @@ class LocalEngine:
         if agent.limit:
             return self._breach(task, agent, f"agent exceeded a limit: {agent.limit}")
 
+        app_out = appdiff.changes_since(app, app_before)  # evidence, before the verifier runs
         # the verifier gets its own copy of /app, made after every agent process is gone:
         # links out of /app (to the tests, the verifier's logs, the host) and special files
         # are dropped and named in the evidence, hard links are broken by copying
@@ -449,8 +451,10 @@ class LocalEngine:
             reward, error = 0.0, f"verifier exceeded a limit: {verifier.limit}"
         elif agent.exit_code and error is None:  # kept as the reason; the reward stands
             last = agent.stderr[-TAIL:].decode(errors="replace").strip().splitlines()
-            error = f"agent exited with status {agent.exit_code}" + (
-                f": {last[-1]}" if last else ""
+            error = (
+                f"agent exited with status {agent.exit_code}"
+                + ("" if app_out.touched else f" {appdiff.UNTOUCHED}")
+                + (f": {last[-1]}" if last else "")
             )
         blobs = {
             "agent.stdout": agent.stdout,
@@ -459,12 +463,14 @@ class LocalEngine:
             "verifier.stderr": verifier.stderr,
         }
         dropped = self._agent_logs(logs / "agent", lim.artifacts_mb << 20, blobs)
+        blobs.update(app_out.blobs)  # what the agent changed under /app (capped)
         trajectory = {
             "task": task.id,
             "reward": reward,
             "error": error,
             "agent": _phase(agent),
             "verifier": _phase(verifier),
+            "app": app_out.manifest(),
         }
         if removed:
             trajectory["app_removed"] = [r.as_dict() for r in removed]

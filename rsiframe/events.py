@@ -43,6 +43,8 @@ class RunStarted(EventData):
     framework_version: str = ""  # older archives may lack it
     seed_commit: str
     seed_tree: str
+    #: digest of the operator code identities in recipe.lock.json (rsiframe.opcode)
+    operators_digest: str | None = None
 
 
 class SessionStarted(EventData):

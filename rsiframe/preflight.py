@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rsiframe import recipe as recipe_mod
-from rsiframe.errors import RecipeError
+from rsiframe.errors import RecipeError, TaskSetError
 from rsiframe.evaluator import preflight_engine
 from rsiframe.executor import check as check_executor
 from rsiframe.executor import session_spec
@@ -38,8 +38,13 @@ class Plan:
         return f"tasks: {sizes}; seed: {len(self.seed.entries)} files; {ops}"
 
 
-def plan(recipe_path: Path, sets: list[str] | None = None, ray_address: str | None = None) -> Plan:
-    resolved = recipe_mod.load(recipe_path, sets)
+def plan(
+    recipe_path: Path,
+    sets: list[str] | None = None,
+    ray_address: str | None = None,
+    unsets: list[str] | None = None,
+) -> Plan:
+    resolved = recipe_mod.load(recipe_path, sets, unsets=unsets)
     r = resolved.recipe
     executor, key = session_spec(r.evaluator.executor, ray_address)
     check_executor(executor, key, r.evaluator.engine)
@@ -47,12 +52,15 @@ def plan(recipe_path: Path, sets: list[str] | None = None, ray_address: str | No
     configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
     models = check_models(r.models, configs, where=where)  # no call is made
     taskset = TaskSet.load(r.tasks.path)
-    split = make_split(
-        sorted(taskset.tasks),
-        lists=r.tasks.split.lists(),
-        ratios=r.tasks.split.ratios,
-        seed=r.tasks.split.seed,
-    )
+    try:
+        split = make_split(
+            sorted(taskset.tasks),
+            lists=r.tasks.split.lists(),
+            ratios=r.tasks.split.ratios,
+            seed=r.tasks.split.seed,
+        )
+    except TaskSetError as exc:  # a split problem is the recipe's: name its file and key
+        raise TaskSetError(f"{exc.where}: {exc.message}", where=where) from exc
     if not r.seed.is_dir():
         raise RecipeError(f"seed: folder not found: {r.seed}", where=where)
     seed = snapshot(r.seed, r.surface.ignore)

@@ -16,7 +16,9 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
 
+from rsiframe import health
 from rsiframe.archive import Event
 from rsiframe.opcall import Progress as ProgressSink
 from rsiframe.state import RunState
@@ -44,6 +46,7 @@ class RichProgress(ProgressSink):
         self.stages: dict[str, str] = {}  # candidate in flight -> its stage
         self.best = ""
         self._lock = threading.Lock()
+        self.infra: dict[str, int] = {}  # split -> tasks errored for infrastructure reasons
 
     def __enter__(self) -> RichProgress:
         self.bar.start()
@@ -60,6 +63,9 @@ class RichProgress(ProgressSink):
         text = f"gen {self.generation}{total}{count} · {flight or '—'}"
         if self.best:
             text += f" · best gate {self.best}"
+        if any(self.infra.values()):
+            errs = ", ".join(f"{s} {n}" for s, n in self.infra.items() if n)
+            text += f" · [red]infrastructure errors: {errs}[/]"
         self.bar.update(self.task, description=text)
 
     def event(self, ev: Event, state: RunState) -> None:
@@ -76,6 +82,10 @@ class RichProgress(ProgressSink):
             with self._lock:
                 self.stages.pop(d["id"], None)
             self._line(state, d["id"])
+        elif ev.type == "task_finished" and health.reason_of(d.get("error")):
+            self.infra[d["split"]] = self.infra.get(d["split"], 0) + 1
+        elif ev.type == "evaluation_certified":
+            self._health(state, d["id"], d["split"])
         elif ev.type == "evaluation_failed":
             self.console.print(
                 f"[red]{d['id']} {d['split']} evaluation failed:[/] {escape(str(d['error']))}"
@@ -84,6 +94,12 @@ class RichProgress(ProgressSink):
         if champ is not None:
             self.best = f"{champ.score('gate'):.3f} ({champ.id})"
         self._refresh()
+
+    def _health(self, state: RunState, cid: str, split: str) -> None:
+        c = state.candidates.get(cid)
+        h = health.of_candidate(c).get(split) if c is not None else None
+        if h is not None and h.counts:
+            self.console.print(Text(f"{cid} {health.describe(split, h)}", style="red"))
 
     def _line(self, state: RunState, cid: str) -> None:
         c = state.candidates[cid]

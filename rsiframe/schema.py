@@ -138,7 +138,8 @@ class ConcurrencySpec(_Strict):
 
 
 class Recipe(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    # a run made with overrides is named for them: sat3-quickstart[select=best]
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\[\]\s]*\])?$")
     description: str = ""
     seed: Path
     tasks: TasksSpec

@@ -38,10 +38,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
-from rsiframe import yamlsafe
+from rsiframe import opcode, yamlsafe
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.digest import sha256_json
+from rsiframe.drift import operator_drift, task_drift
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
 from rsiframe.evaluator import (
     EvaluationOutput,
@@ -64,6 +65,8 @@ CHECKS = (
     "state",
     "certificates",
     "locks",
+    "operators",
+    "tasks",
     "commits",
     "admitted",
     "evidence",
@@ -165,7 +168,9 @@ def verify(
         checks.skip(names, "an earlier check failed")
         report.checks = checks.items
         report.problems = [p for c in checks.items for p in c.problems]
-        report.ok = all(c.status == "ok" for c in checks.items)
+        # a skipped check is either behind a failed one or has nothing on this machine to
+        # look at (the task set of a copied run folder)
+        report.ok = not any(c.status == "failed" for c in checks.items)
         return report
 
     # pubkey (its match with run_started is checked once the chain is read)
@@ -222,6 +227,16 @@ def verify(
     checks.add("state", f"{len(st.candidates)} candidates", other)
     checks.add("certificates", f"{st.records} certificates verified and bound", cert_problems)
     checks.add("locks", "recipe, task and evaluator locks", lock_problems(paths, st))
+    checks.add(
+        "operators",
+        "operator code on disk and in certificates matches the lock",
+        operator_drift(paths) + _operator_lock_problems(paths, st, events[0].data),
+    )
+    drifted, why_not = task_drift(paths, tasks_root)
+    if why_not:
+        checks.skip(("tasks",), why_not)
+    else:
+        checks.add("tasks", "task set on disk matches the task lock", drifted)
     checks.add("commits", "candidate commits, trees, parents and refs", _commit_problems(paths, st))
     checks.add("admitted", f"{len(st.admitted())} admitted candidates", _admitted_problems(st))
     checks.add("evidence", "trajectories and logs named by certificates", _evidence(paths, st))
@@ -319,6 +334,25 @@ def _evaluator_lock_problems(paths: RunPaths, st: RunState, spec: dict[str, Any]
     if evaluator.get("isolation") != st.isolation:
         problems.append("evaluator.lock.json isolation differs from the run's")
     return problems
+
+
+def _operator_lock_problems(
+    paths: RunPaths, st: RunState, run_started: dict[str, Any]
+) -> list[str]:
+    """The operator lock against what run_started signed, and every certificate's gate code."""
+    try:
+        locked = paths.read_json(paths.recipe_lock).get("operators")
+    except RsiError:
+        return []  # the locks check reports an unreadable lock
+    certified = [
+        (f"{c.id} {split} #{a.attempt}", a.record.predicate.code)
+        for c in st.candidates.values()
+        for split, attempts in c.attempts.items()
+        for a in attempts
+        if a.record is not None
+    ]
+    problems = opcode.signed_lock_problems(locked, run_started)
+    return problems + opcode.certificate_problems(locked, certified)
 
 
 def _task_lock_problems(paths: RunPaths, st: RunState) -> list[str]:

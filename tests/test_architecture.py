@@ -98,6 +98,7 @@ def test_leaves_stay_leaves() -> None:
         "sandbox.py",
         "tasks.py",
         "keys.py",
+        "mounts.py",
         "safefile.py",
         "appcopy.py",
         "yamlsafe.py",
@@ -143,7 +144,8 @@ def test_operators_use_only_the_public_api() -> None:
     allowed = {
         "rsiframe.api",
         "rsiframe.sandbox",
-        "rsiframe.operators.shell",
+        "rsiframe.shell",
+        "rsiframe.mounts",
         "rsiframe.yamlsafe",
         "rsiframe",  # from rsiframe import llm
         "rsiframe.llm",  # the gateway client: how operators call models
