@@ -184,7 +184,15 @@ def run(
     as_json: bool,
     ray_address: str | None,
 ) -> None:
-    """Start a run of RECIPE. Prints the run folder on the first line of stdout."""
+    """Start a run of RECIPE. Prints the run folder on the first line of stdout.
+
+    Candidates in flight come from the recipe's `concurrency: {candidates: K, mode: M}`
+    (e.g. --set concurrency.candidates=4). Mode generational (the default) gives the
+    same candidates, scores and champion for every K; mode steady starts a new
+    proposal whenever a slot frees and is NOT deterministic. Ctrl-C stops new work,
+    waits up to $RSIFRAME_GRACE_S seconds (default 10) for work in flight, then kills
+    its sandboxes; `resume` re-runs what was open.
+    """
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
@@ -554,6 +562,18 @@ def selftest() -> None:
     show_default=True,
     help="the experiment's evaluator engine (harbor: Harbor with the bwrap environment)",
 )
+@click.option(
+    "--candidates",
+    type=click.IntRange(1, 64),  # schema.MAX_CANDIDATES_IN_FLIGHT
+    default=None,
+    help="the experiment's concurrency.candidates (candidates in flight; default 1)",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["generational", "steady"]),
+    default=None,
+    help="the experiment's concurrency.mode (steady is not deterministic)",
+)
 @click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
@@ -563,6 +583,8 @@ def selftest_integrity(
     seed: int | None,
     sandbox: str,
     engine: str,
+    candidates: int | None,
+    mode: str | None,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -595,12 +617,14 @@ def selftest_integrity(
             for p in r.problems[:3]:
                 err.print(f"    {p}", highlight=False, markup=False)
 
+    concurrency = {"candidates": candidates or 1, "mode": mode or "generational"}
     report = run_selftest(
         trials or DEFAULT_TRIALS,
         list(scenarios),
         seed=seed,
         sandbox=sandbox,
         engine=engine,
+        concurrency=concurrency if candidates or mode else None,
         on_trial=on_trial,
     )
     if as_json:

@@ -10,6 +10,7 @@ events of a failed attempt. It reports evidence as it goes (``task_finished``,
 from __future__ import annotations
 
 import random
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from rsiframe.errors import ClusterLost
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.executor import Executor, LocalExecutor
 from rsiframe.opcall import Progress, Timings
-from rsiframe.schema import StageSpec
+from rsiframe.schema import Recipe, StageSpec
 from rsiframe.state import CHILD_SPLITS, Candidate, RunState
 from rsiframe.tasks import TaskSet
 
@@ -93,6 +94,15 @@ class Stages:
                     stages.append(Stage(rest, rest, tuple(split.get(rest, [])), None))
         self.stages = {s.name: s for s in stages}
 
+    @classmethod
+    def of(cls, recipe: Recipe, split: dict[str, list[str]]) -> Stages:
+        return cls(recipe.evaluator.stages, split, recipe.random_seed)
+
+    @property
+    def evals_per_child(self) -> int:
+        """Evaluations a child may need (the budget keeps room for them before proposing)."""
+        return max(2, len(self.stages))
+
     @property
     def splits(self) -> list[str]:
         """A child's evaluation splits in order (empty: the default train, gate)."""
@@ -158,6 +168,32 @@ class TaskRunner:
         self.state = state
         self.timings = timings
         self.progress = Progress()
+        #: candidates in flight (K): the unreserved model tokens are shared among them
+        self.share = 1
+        self._tokens = threading.Lock()
+        self._reserved: dict[int, int] = {}  # token reservations of runs in flight
+        self._unfolded = 0  # tokens reported by workers, not yet folded by the writer
+
+    def reserve_tokens(self, key: int) -> int | None:
+        """This run's token limit: an equal share of what no run in flight has reserved,
+        so K evaluations in flight never overdraw ``max_model_tokens`` together."""
+        with self._tokens:
+            left = self.budget.tokens_left(self.state)
+            if left is None:
+                return None
+            free = max(0, left - sum(self._reserved.values()) - self._unfolded)
+            share = free // max(1, self.share - len(self._reserved))
+            self._reserved[key] = share
+            return share
+
+    def release_tokens(self, key: int) -> None:
+        with self._tokens:
+            self._reserved.pop(key, None)
+
+    def folded(self, tokens: int) -> None:
+        """The writer folded ``tokens`` of an evaluation's usage into the state."""
+        with self._tokens:
+            self._unfolded = max(0, self._unfolded - tokens)
 
     def model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
         """Evaluator hooks of a D/T/H build: record the model built, charge the tokens."""
@@ -170,13 +206,15 @@ class TaskRunner:
 
         def on_usage(usage: dict[str, int]) -> None:
             if usage.get("total_tokens") or usage.get("refused"):
+                with self._tokens:  # counted until the writer folds it (see folded)
+                    self._unfolded += usage.get("total_tokens") or 0
                 where = {"id": cid, "slot": "evaluate", "split": split, "attempt": attempt}
                 self.emit(E.UsageSpent(**where, tokens=usage["total_tokens"], **usage))
 
         return {
             "on_built": on_built,
             "on_usage": on_usage,
-            "token_limit": self.budget.tokens_left(self.state),
+            "token_limit": self.reserve_tokens(threading.get_ident()),
         }
 
     def run(
@@ -199,10 +237,13 @@ class TaskRunner:
             self.progress.tasks(cid, split, done, len(task_ids))
 
         hooks = self.model_hooks(cid, split, attempt)
-        # executor hook (issue 11.3): the one place an evaluation of a verified export runs
-        out = self.executor.run(
-            self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
-        )
+        try:
+            # executor hook (issue 11.3): the one place an evaluation of a verified export runs
+            out = self.executor.run(
+                self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
+            )
+        finally:
+            self.release_tokens(threading.get_ident())
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
         return out
 

@@ -26,11 +26,13 @@ fingerprint (engine, config, code, isolation) is locked at run start.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
+import threading
 import uuid
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rsiframe import __version__, appcopy, appdiff, docker_sandbox, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items
+from rsiframe.cpuslots import cpu_slot
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
 from rsiframe.safefile import UnsafeFile, read_regular
@@ -164,6 +167,10 @@ class LocalEngine:
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        #: evaluations that may run at once (candidates in flight); each runs at most
+        #: ``config.concurrency`` tasks at a time, so the two compose
+        self.parallel = 1
         self.builder: Builder | None = None
         self.server: ModelServer | None = None
         self._items: list[Item] = []
@@ -238,7 +245,8 @@ class LocalEngine:
         if self.builder is None or self.server is None:
             return self._run(candidate_dir, tasks, put, on_done, None)
         self.server.start()  # torch loads in the server while the build runs
-        built = self.builder.build(candidate_dir, put, self._audit if self._items else None)
+        with cpu_slot(self.builder.config.threads):  # builds share the machine's cores
+            built = self.builder.build(candidate_dir, put, self._audit if self._items else None)
         record = built.record()
         if on_built is not None:
             on_built(record)
@@ -273,24 +281,38 @@ class LocalEngine:
         ep: OpenEndpoint | None,
     ) -> EvaluationOutput:
         out = EvaluationOutput()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="trial")
-        futures = [self._pool.submit(self._trial, candidate_dir, t, ep) for t in tasks]
+        with self._pool_lock:
+            if self._pool is None:
+                size = self.config.concurrency * self.parallel
+                self._pool = ThreadPoolExecutor(size, thread_name_prefix="trial")
+            pool = self._pool
+        # at most config.concurrency of this evaluation's tasks at once (a window)
+        todo = iter(tasks)
+        first = _take(todo, self.config.concurrency)
+        futures = [pool.submit(self._trial, candidate_dir, t, ep) for t in first]
+        running = set(futures)
         try:
-            for fut in as_completed(futures):
-                run, blobs = fut.result()
-                # artifacts are written by the coordinating thread only
-                refs = {name: put(data) for name, data in blobs.items()}
-                run.trajectory["artifacts"] = refs
-                run.trajectory_digest = put(json.dumps(run.trajectory, sort_keys=True).encode())
-                out.runs[run.task_id] = run
-                out.task_seconds += run.seconds
-                if on_done:
-                    on_done(run)
-        except BaseException:
+            while running:
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for t in _take(todo, len(done)):
+                    fut = pool.submit(self._trial, candidate_dir, t, ep)
+                    futures.append(fut)
+                    running.add(fut)
+                for fut in done:
+                    run, blobs = fut.result()
+                    # artifacts are written by the coordinating thread only
+                    refs = {name: put(data) for name, data in blobs.items()}
+                    run.trajectory["artifacts"] = refs
+                    run.trajectory_digest = put(json.dumps(run.trajectory, sort_keys=True).encode())
+                    out.runs[run.task_id] = run
+                    out.task_seconds += run.seconds
+                    if on_done:
+                        on_done(run)
+        except BaseException as exc:
             for fut in futures:
                 fut.cancel()
-            kill_all()
+            if self.parallel == 1 or isinstance(exc, KeyboardInterrupt):
+                kill_all()  # with candidates in flight, the others' trials are not ours to kill
             wait(futures)
             raise
         return out
@@ -490,6 +512,10 @@ class LocalEngine:
         }
         blobs = {"agent.stdout": agent.stdout, "agent.stderr": agent.stderr}
         return TaskRun(task.id, 0.0, reason, trajectory, seconds=agent.duration_s), blobs
+
+
+def _take(it: Iterator[Task], n: int) -> list[Task]:
+    return list(itertools.islice(it, n))
 
 
 def serving_file() -> str:

@@ -149,6 +149,8 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
         del data["evaluator"]["executor"]
     if not data["models"]:  # a recipe without models keeps the digest it had before them
         del data["models"]
+    if "concurrency" not in recipe.model_fields_set:  # runs from before the key keep their digest
+        data.pop("concurrency", None)
     return ResolvedRecipe(
         recipe=recipe,
         source=source,
