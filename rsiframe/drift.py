@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from rsiframe import opcode
+from rsiframe import opidentity
 from rsiframe.errors import RsiError
 from rsiframe.runfolder import RunPaths
 from rsiframe.tasks import TaskLock
@@ -22,7 +22,7 @@ def operator_drift(paths: RunPaths) -> list[str]:
         lock = paths.read_json(paths.recipe_lock)
     except RsiError as exc:
         return [exc.message]
-    return opcode.drift(lock.get("operators"))
+    return opidentity.drift(lock.get("operators"))
 
 
 def task_drift(paths: RunPaths, tasks_root: Path | None = None) -> tuple[list[str], str | None]:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rsiframe import events as E
-from rsiframe import health, opcode
+from rsiframe import health, opidentity
 from rsiframe.archive import Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
@@ -375,7 +375,7 @@ class Engine:
             evaluator_fingerprint=st.evaluator_fingerprint,
             taskset_fingerprint=self.task_lock.fingerprint,
             isolation=self.evaluator.isolation,
-            code=opcode.certified_code(self.paths.recipe_lock),
+            code=opidentity.certified_code(self.paths.recipe_lock),
             evaluator=self.evaluator.record_part(),
         )
 

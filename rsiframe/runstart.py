@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rsiframe import __version__, opcode
+from rsiframe import __version__, opidentity
 from rsiframe import recipe as recipe_mod
 from rsiframe.archive import Archive
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
@@ -82,7 +82,7 @@ def create_run(
     evaluator = make_evaluator(resolved, work)
     task_lock = TaskLock.freeze(taskset, split)
     signer = create_signer(run_id)
-    operators = opcode.identities(resolved)  # operator code, signed below by digest
+    operators = opidentity.identities(resolved)  # operator code, signed below by digest
     paths.recipe.write_text(recipe_mod.dump(resolved.data))
     paths.write_json(
         paths.recipe_lock,
@@ -112,7 +112,7 @@ def create_run(
         framework_version=__version__,
         seed_commit=seed_commit,
         seed_tree=seed_tree,
-        operators_digest=opcode.lock_digest(operators),
+        operators_digest=opidentity.lock_digest(operators),
     )
     state = RunState(verifier=signer.public)
     archive = Archive(paths.root, None, sign=event_signer(signer))
@@ -134,7 +134,7 @@ def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list
         resolved = _check_recipe(paths, st)
         run_started = loaded.events[0].data if loaded.events else {}
         lock_json = paths.read_json(paths.recipe_lock)
-        opcode.require_unchanged(lock_json, run_started, resolved, str(paths.root))
+        opidentity.require_unchanged(lock_json, run_started, resolved, str(paths.root))
         task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
         if task_lock.fingerprint != st.taskset_fingerprint:
             raise LockMismatch(

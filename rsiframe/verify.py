@@ -38,7 +38,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
-from rsiframe import opcode, yamlsafe
+from rsiframe import opidentity, yamlsafe
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.digest import sha256_json
@@ -351,8 +351,8 @@ def _operator_lock_problems(
         for a in attempts
         if a.record is not None
     ]
-    problems = opcode.signed_lock_problems(locked, run_started)
-    return problems + opcode.certificate_problems(locked, certified)
+    problems = opidentity.signed_lock_problems(locked, run_started)
+    return problems + opidentity.certificate_problems(locked, certified)
 
 
 def _task_lock_problems(paths: RunPaths, st: RunState) -> list[str]:

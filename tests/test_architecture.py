@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,3 +244,12 @@ def test_only_the_ray_executor_imports_ray_and_only_lazily() -> None:
             for a in node.names
         }
         assert "ray" not in top, "rayexec.py must import ray inside functions (an extra)"
+
+
+def test_no_mechanism_module_shadows_the_standard_library() -> None:
+    """serving.py runs as a script from rsiframe/, which puts that folder first on sys.path:
+    a module named like a standard-library one (``opcode``) would replace it there."""
+    clash = sorted(
+        p.stem for p in (REPO / "rsiframe").glob("*.py") if p.stem in sys.stdlib_module_names
+    )
+    assert not clash, clash

@@ -38,7 +38,8 @@ def _statements(run_dir: Path) -> list[dict]:
 
 def test_the_default_executor_leaves_the_recipe_digest_alone(mini: Mini) -> None:
     plain = recipe_mod.load(mini.recipe)
-    explicit = recipe_mod.load(mini.recipe, ["evaluator.executor.kind=local"])
+    # name=mini: a run made with --set is otherwise named for its overrides
+    explicit = recipe_mod.load(mini.recipe, ["evaluator.executor.kind=local", "name=mini"])
     assert "executor" not in plain.data["evaluator"]
     assert explicit.digest == plain.digest
     ray = recipe_mod.load(mini.recipe, ["evaluator.executor.kind=ray"])

@@ -13,7 +13,7 @@ import pytest
 from conftest import Mini, cli, events, status_json
 from test_resume import run_proc
 
-from rsiframe import __version__, opcode, registry
+from rsiframe import __version__, opidentity, registry
 from rsiframe import recipe as recipe_mod
 from rsiframe.digest import sha256_bytes
 from rsiframe.signing import RecordVerifier
@@ -132,7 +132,7 @@ def test_lock_kinds_for_builtins_modules_and_candidates(mini: Mini) -> None:
             "slots.mutate.operator=candidate:ops/m.py:M",
         ],
     )
-    ids = opcode.identities(r)
+    ids = opidentity.identities(r)
     assert ids["mutate"] == {"ref": "candidate:ops/m.py:M", "kind": "candidate"}
     gate = ids["gate"]
     assert gate["kind"] == "builtin" and gate["rsiframe"] == __version__
@@ -166,7 +166,7 @@ def test_entry_point_identity_names_distribution_version_and_record(
     registry.installed.cache_clear()
     try:
         cls = registry.resolve("gate", "yes")
-        ident = opcode.identity("gate", "yes", cls)
+        ident = opidentity.identity("gate", "yes", cls)
     finally:
         registry.installed.cache_clear()
         sys.modules.pop("myops", None)
@@ -175,7 +175,7 @@ def test_entry_point_identity_names_distribution_version_and_record(
     assert ident["record_sha256"] == sha256_bytes(record.encode())
     assert ident["sha256"] == sha256_bytes((pkg / "__init__.py").read_bytes())
     bumped = {**ident, "version": "1.3"}
-    assert opcode.changes({"gate": ident}, {"gate": bumped}) == [
+    assert opidentity.changes({"gate": ident}, {"gate": bumped}) == [
         "slots.gate: operator yes: version 1.2 -> 1.3"
     ]
 
@@ -202,10 +202,10 @@ def test_certificate_and_signed_lock_checks() -> None:
     gate = {"ref": "g", "kind": "file", "file": "/x/g.py", "sha256": "a"}
     other = {**gate, "sha256": "b"}
     certified = [("c1 gate #1", {"gate": gate}), ("c2 gate #1", {"gate": other}), ("c3", None)]
-    assert opcode.certificate_problems({"gate": gate}, certified) == [
+    assert opidentity.certificate_problems({"gate": gate}, certified) == [
         "c2 gate #1: its certificate names other gate code than the recipe lock"
     ]
-    signed = {"operators_digest": opcode.lock_digest({"gate": gate})}
-    assert opcode.signed_lock_problems({"gate": gate}, signed) == []
-    assert opcode.signed_lock_problems({"gate": other}, signed)
-    assert opcode.signed_lock_problems({"gate": other}, {}) == []  # a run from before the lock
+    signed = {"operators_digest": opidentity.lock_digest({"gate": gate})}
+    assert opidentity.signed_lock_problems({"gate": gate}, signed) == []
+    assert opidentity.signed_lock_problems({"gate": other}, signed)
+    assert opidentity.signed_lock_problems({"gate": other}, {}) == []  # a run from before the lock
