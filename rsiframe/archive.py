@@ -94,24 +94,31 @@ def parse_line(line: bytes, where: str) -> Event:
         raise ArchiveCorrupt(f"unreadable event ({exc})", where=where) from exc
 
 
-def read_events(run_dir: Path) -> LoadResult:
-    """Parse and chain-check every event. Raises :class:`ArchiveCorrupt` on a broken link."""
+def read_events(run_dir: Path, after: Event | None = None, offset: int = 0) -> LoadResult:
+    """Parse and chain-check every event. Raises :class:`ArchiveCorrupt` on a broken link.
+
+    With ``after`` (an event already trusted, e.g. a snapshot's) read only the events
+    from byte ``offset`` on, which must chain from it.
+    """
     path = run_dir / EVENTS
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            f.seek(offset)
+            raw = f.read()
     except FileNotFoundError as exc:
         raise ArchiveCorrupt("archive has no events.jsonl", where=str(run_dir)) from exc
     lines = raw.split(b"\n")
     torn = lines.pop()  # after the last newline: b"" unless the last write was torn
     events: list[Event] = []
-    prev = GENESIS
-    for i, line in enumerate(lines):
+    prev = after.hash if after else GENESIS
+    first = after.seq + 1 if after else 0
+    for i, line in enumerate(lines, first):
         where = f"{path}: event {i}"
         ev = parse_line(line, where)
         if ev.seq != i:
             raise ArchiveCorrupt(f"sequence number {ev.seq} out of order", where=where)
         if ev.prev != prev:
-            name = events[-1].type if events else "start"
+            name = events[-1].type if events else (after.type if after else "start")
             raise ArchiveCorrupt(
                 f"hash chain broken: event {i - 1} ({name}) was changed or removed", where=where
             )

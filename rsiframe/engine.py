@@ -31,6 +31,7 @@ from rsiframe.opcall import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
 from rsiframe.runview import StateView
+from rsiframe.snapshot import save_snapshot
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, tasks_by_split
@@ -130,6 +131,7 @@ class Engine:
         return cls(parts, retry_failed=retry_failed, resumed=True), notes
 
     def close(self) -> None:
+        save_snapshot(self.paths.root, self.state, self.signer)  # perf: resume starts here
         self.evaluator.close()
         self.archive.close()
         self.repo.close()
