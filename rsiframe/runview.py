@@ -62,6 +62,8 @@ class StateView:
         self.candidate_id: str | None = None
         self.grants: frozenset[str] = frozenset()
         self._visible: tuple[tuple[int, int, int], set[str]] | None = None
+        #: views of admitted candidates: nothing an operator sees of them changes any more
+        self._final_views: dict[str, CandidateView] = {}
 
     @contextlib.contextmanager
     def calling(
@@ -126,7 +128,27 @@ class StateView:
         return as_view(self._get(cid))
 
     def admitted(self) -> list[CandidateView]:
-        return [as_view(c) for c in self._state.admitted()]
+        return [self._final_view(c) for c in self._state.admitted()]
+
+    def ranked(self, split: str = "gate") -> list[tuple[float, CandidateView]]:
+        """Admitted candidates with a ``split`` score, best first (older first on ties).
+
+        For ``gate`` this is the state's ranking, kept as events fold, not a scan.
+        """
+        self._check(f"scores:{split}", f"{split} scores")
+        if split == "gate":
+            return [
+                (-neg, self._final_view(self._get(cid))) for neg, _, cid in self._state.gate_ranking
+            ]
+        rows = [(c.score(split), c.index, c) for c in self._state.admitted()]
+        rows = sorted((-s, i, c.id) for s, i, c in rows if s is not None)
+        return [(-neg, self._final_view(self._get(cid))) for neg, _, cid in rows]
+
+    def _final_view(self, c: Candidate) -> CandidateView:
+        view = self._final_views.get(c.id)
+        if view is None:
+            view = self._final_views[c.id] = as_view(c)
+        return view
 
     def lineage(self, cid: str) -> list[CandidateView]:
         out = []
@@ -176,11 +198,7 @@ class StateView:
         return self._repo.read(c.commit, path)
 
     def trees(self) -> set[str]:
-        return {
-            c.tree
-            for c in self._state.candidates.values()
-            if c.tree is not None and c.rejected is None
-        }
+        return set(self._state.tree_count)
 
     # -- helpers --------------------------------------------------------------------
 

@@ -60,10 +60,10 @@ def _enc_candidate(c: Candidate) -> dict[str, Any]:
 
 
 def encode_state(st: RunState) -> dict[str, Any]:
-    """The state as JSON-ready data (everything but the verifier)."""
+    """The state as JSON-ready data (everything but the verifier and the indexes)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(st):
-        if f.name == "verifier":
+        if f.name == "verifier" or f.name in RunState.INDEXES:
             continue
         value = getattr(st, f.name)
         if f.name == "candidates":
@@ -77,7 +77,7 @@ def encode_state(st: RunState) -> dict[str, Any]:
 def decode_state(data: dict[str, Any], verifier: RecordVerifier) -> RunState:
     st = RunState(verifier=verifier)
     names = {f.name: f for f in dataclasses.fields(st)}
-    if set(data) != set(names) - {"verifier"}:
+    if set(data) != set(names) - {"verifier", *RunState.INDEXES}:
         raise ValueError("the snapshot's fields are not this version's")
     for name, value in data.items():
         f = names[name]
@@ -86,6 +86,7 @@ def decode_state(data: dict[str, Any], verifier: RecordVerifier) -> RunState:
         elif _int_keyed(f):
             value = {int(k): v for k, v in value}
         setattr(st, name, value)
+    st.reindex()
     return st
 
 
