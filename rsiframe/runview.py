@@ -12,6 +12,7 @@ is still on record.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 from collections.abc import Callable, Iterator
@@ -64,6 +65,10 @@ class StateView:
         self._visible: tuple[tuple[int, int, int], set[str]] | None = None
         #: views of admitted candidates: nothing an operator sees of them changes any more
         self._final_views: dict[str, CandidateView] = {}
+        # the gate ranking as returned by :meth:`ranked`, and how many admissions it holds
+        self._ranked: list[tuple[float, CandidateView]] = []
+        self._ranked_keys: list[tuple[float, int]] = []
+        self._ranked_seen = 0
 
     @contextlib.contextmanager
     def calling(
@@ -133,16 +138,23 @@ class StateView:
     def ranked(self, split: str = "gate") -> list[tuple[float, CandidateView]]:
         """Admitted candidates with a ``split`` score, best first (older first on ties).
 
-        For ``gate`` this is the state's ranking, kept as events fold, not a scan.
+        For ``gate`` the ranking grows by one insertion per admission, not a sort per call.
         """
         self._check(f"scores:{split}", f"{split} scores")
-        if split == "gate":
-            return [
-                (-neg, self._final_view(self._get(cid))) for neg, _, cid in self._state.gate_ranking
-            ]
-        rows = [(c.score(split), c.index, c) for c in self._state.admitted()]
-        rows = sorted((-s, i, c.id) for s, i, c in rows if s is not None)
-        return [(-neg, self._final_view(self._get(cid))) for neg, _, cid in rows]
+        st = self._state
+        if split != "gate":
+            rows = [(c.score(split), c.index, c) for c in st.admitted()]
+            keyed = sorted((-s, i, c.id) for s, i, c in rows if s is not None)
+            return [(-neg, self._final_view(self._get(cid))) for neg, _, cid in keyed]
+        for cid in st.admission_log[self._ranked_seen :]:
+            c = self._get(cid)
+            score = c.score("gate")
+            if score is not None:
+                at = bisect.bisect(self._ranked_keys, (-score, c.index))
+                self._ranked_keys.insert(at, (-score, c.index))
+                self._ranked.insert(at, (score, self._final_view(c)))
+        self._ranked_seen = len(st.admission_log)
+        return list(self._ranked)
 
     def _final_view(self, c: Candidate) -> CandidateView:
         view = self._final_views.get(c.id)

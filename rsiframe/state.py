@@ -164,9 +164,17 @@ class RunState:
     admitted_ids: list[tuple[int, str]] = field(default_factory=list, repr=False)
     #: admitted candidates with a gate score as (-score, index, id): best first, older on ties
     gate_ranking: list[tuple[float, int, str]] = field(default_factory=list, repr=False)
+    #: ids of admitted candidates in the order they were admitted (append-only)
+    admission_log: list[str] = field(default_factory=list, repr=False)
     #: trees of candidates not rejected, with how many candidates have each
     tree_count: dict[str, int] = field(default_factory=dict, repr=False)
-    INDEXES: ClassVar[tuple[str, ...]] = ("active", "admitted_ids", "gate_ranking", "tree_count")
+    INDEXES: ClassVar[tuple[str, ...]] = (
+        "active",
+        "admitted_ids",
+        "gate_ranking",
+        "admission_log",
+        "tree_count",
+    )
 
     # -- folding ---------------------------------------------------------------------
 
@@ -198,13 +206,15 @@ class RunState:
 
     def _index_admitted(self, c: Candidate) -> None:
         bisect.insort(self.admitted_ids, (c.index, c.id))
+        self.admission_log.append(c.id)
         score = c.score("gate")
         if score is not None:
             bisect.insort(self.gate_ranking, (-score, c.index, c.id))
 
     def reindex(self) -> None:
         """Rebuild every index from the candidates (after loading a snapshot)."""
-        self.active, self.admitted_ids, self.gate_ranking, self.tree_count = {}, [], [], {}
+        self.active, self.admitted_ids, self.gate_ranking = {}, [], []
+        self.admission_log, self.tree_count = [], {}
         for c in self.candidates.values():
             self._index_active(c)
             if c.state == "admitted":

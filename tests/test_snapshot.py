@@ -107,3 +107,18 @@ def test_verify_never_trusts_the_snapshot(run: Path) -> None:
     assert not verify(run).ok
     with pytest.raises(ArchiveCorrupt):
         load_run(run)
+
+
+def test_the_state_indexes_agree_with_a_scan(run: Path) -> None:
+    """What the engine and the operators read from indexes is what a scan over all finds."""
+    st = load_run(run).state
+    cands = list(st.candidates.values())
+    assert st.admitted() == [c for c in cands if c.state == "admitted"]
+    scored = [c for c in st.admitted() if c.score("gate") is not None]
+    best = max(scored, key=lambda c: (c.score("gate"), -c.index))
+    assert st.champion() is best and st.ranked()[0] is best
+    assert set(st.tree_count) == {c.tree for c in cands if c.tree and c.rejected is None}
+    assert st.children() == sum(1 for c in cands if not c.is_seed)
+    assert list(st.active) == []  # a finished run leaves nothing to do
+    rebuilt = load_run(run, snapshot=True).state
+    assert (rebuilt.admitted_ids, rebuilt.gate_ranking) == (st.admitted_ids, st.gate_ranking)
