@@ -24,6 +24,7 @@ bench: setup sandbox
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/build.py
 	$(BIN)/python bench/viewer.py
+	$(BIN)/python bench/compare.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/harbor.py
 

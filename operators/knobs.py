@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rsiframe.api import MutateContext, MutateOperator, Mutation
+from rsiframe.yamlsafe import load as yaml_load
 
 
 class KnobSpec(BaseModel):
@@ -61,7 +62,7 @@ class KnobsConfig(BaseModel):
 
 def _load(path: Path) -> Any:
     text = path.read_text()
-    return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    return json.loads(text) if path.suffix == ".json" else yaml_load(text)
 
 
 def _dump(path: Path, data: Any) -> None:
@@ -125,7 +126,7 @@ class Knobs(MutateOperator):
     def space(self, ctx: MutateContext) -> list[KnobSpec]:
         knobs = list(self.config.knobs)
         if self.config.space:
-            raw = yaml.safe_load(ctx.run.read_file(ctx.parent.id, self.config.space))
+            raw = yaml_load(ctx.run.read_file(ctx.parent.id, self.config.space))
             try:
                 knobs += [KnobSpec.model_validate(k) for k in (raw or {}).get("knobs", [])]
             except (ValidationError, AttributeError) as exc:

@@ -94,6 +94,13 @@ def parse_line(line: bytes, where: str) -> Event:
         raise ArchiveCorrupt(f"unreadable event ({exc})", where=where) from exc
 
 
+def chain_head(events: list[Event]) -> str:
+    """``N:HASH``: how many events the chain holds and the hash of the last one. Written
+    down (or published), it lets ``verify --head`` prove later that nothing was cut off."""
+    # from the last event's index, so a list that begins at a snapshot's event counts right
+    return f"{events[-1].seq + 1}:{events[-1].hash}" if events else f"0:{GENESIS}"
+
+
 def read_events(run_dir: Path, after: Event | None = None, offset: int = 0) -> LoadResult:
     """Parse and chain-check every event. Raises :class:`ArchiveCorrupt` on a broken link.
 
@@ -137,6 +144,11 @@ class Archive:
         self._sign = sign
         self._file = (run_dir / EVENTS).open("ab")
         self.listeners: list[Callable[[Event], None]] = []
+
+    @property
+    def head(self) -> str:
+        """:func:`chain_head` of what this writer has appended so far."""
+        return f"{self._seq}:{self._prev}"
 
     @staticmethod
     def repair_torn(run_dir: Path, torn: bytes) -> str | None:

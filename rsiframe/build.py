@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rsiframe import __version__
 from rsiframe.contamination import AuditResult, ContaminationConfig
 from rsiframe.digest import sha256_bytes, sha256_file, sha256_json
+from rsiframe.safefile import is_regular
 from rsiframe.sandbox import Mount, ProcResult, Sandbox
 from rsiframe.serving import ModelRefused, check_model_dir
 
@@ -313,10 +314,14 @@ class Builder:
 
     @staticmethod
     def _check_output(step: str, out: Path, max_mb: float, noun: str) -> None:
-        """No symlinks in a step's output, and no more than ``max_mb`` MiB of files."""
+        """No symlinks or special files (a FIFO would hang the host's reads) in a step's
+        output, and no more than ``max_mb`` MiB of files."""
         links = sorted(p.name for p in out.rglob("*") if p.is_symlink())
         if links:
             raise BuildRejected(step, f"symlinks in {noun}: {', '.join(links[:3])}")
+        special = sorted(p.name for p in out.rglob("*") if not (p.is_dir() or is_regular(p)))
+        if special:
+            raise BuildRejected(step, f"special files in {noun}: {', '.join(special[:3])}")
         size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
         if size > max_mb * (1 << 20):
             raise BuildRejected(step, f"{noun} is {size >> 20} MiB, over the limit")

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rsiframe import __version__
@@ -102,6 +103,7 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         engine.close()
     # the engine's own state is the fold of everything it read and wrote: no re-read
     report = status_of(LoadedRun(engine.paths, engine.state.verifier, [], engine.state, b""))
+    report.head = engine.archive.head
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:
@@ -222,6 +224,12 @@ def status(run_dir: Path, as_json: bool) -> None:
 )
 @click.option("--candidate", metavar="ID", help="reproduce this candidate instead of the champion")
 @click.option(
+    "--head",
+    metavar="N:HASH",
+    help="a chain head written down earlier (run and status print it): fail unless the "
+    "archive still holds that event at that position (detects truncation)",
+)
+@click.option(
     "--key",
     "key_file",
     type=click.Path(path_type=Path),
@@ -236,6 +244,7 @@ def verify(
     tasks_root: Path | None,
     candidate: str | None,
     key_file: Path | None,
+    head: str | None,
     as_json: bool,
 ) -> None:
     """Check a run with only its folder and public key; no private key is needed.
@@ -243,7 +252,8 @@ def verify(
     Checks, each reported by name: pubkey, chain (hash chain), signatures (every event),
     state, certificates (signed and bound to run, commit, tree, recipe, evaluator and
     task set), locks, commits (in repo.git with the recorded tree), admitted (verified
-    records), evidence (trajectories and logs). --reproduce adds reproduce. Nothing is
+    records), evidence (trajectories and logs). --reproduce adds reproduce, --head adds
+    head (a recorded chain head is still in the chain). Nothing is
     written into the run folder. Exit 0 when every check passes, 1 otherwise.
     """
     from rsiframe.errors import RunFolderError
@@ -262,6 +272,7 @@ def verify(
         tasks_root=tasks_root,
         expected_key=key,
         candidate=candidate,
+        head=head,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))
@@ -272,7 +283,7 @@ def verify(
             table.add_column(col, overflow="fold")
         style = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
         for c in report.checks:
-            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", escape(c.detail))
         out.print(table)
         out.print(f"keyid {report.keyid}", highlight=False)
         for p in report.problems:
@@ -289,6 +300,164 @@ def verify(
             + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),
             err=True,
         )
+        sys.exit(EXIT_FAILED)
+
+
+# -- comparing methods ----------------------------------------------------------------
+
+
+@main.command()
+@click.argument("recipe", type=click.Path(path_type=Path), required=False)
+@click.option("--slot", help="the slot whose operator varies, e.g. select")
+@click.option("--operators", "operators_", metavar="A,B,C", help="operators for the slot")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="grid folder")
+@click.option(
+    "--resume", "resume_dir", type=click.Path(path_type=Path), help="finish the grid in DIR"
+)
+@click.option("--quiet", "-q", is_flag=True, help="no line per run")
+@click.option("--json", "as_json", is_flag=True, help="end with the compare report as JSON")
+@friendly
+def ablate(
+    recipe: Path | None,
+    slot: str | None,
+    operators_: str | None,
+    sets: tuple[str, ...],
+    repeats: int,
+    out: Path | None,
+    resume_dir: Path | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Run RECIPE once per operator of --slot and repeat (repeat r: random_seed r).
+
+    Budgets are identical (the recipe's); the grid resumes as a whole with --resume DIR
+    and ends with the compare table of its runs.
+    """
+    from rsiframe import ablate as ablate_mod
+    from rsiframe.errors import RecipeError
+
+    _sigterm_as_interrupt()
+    if resume_dir is not None:
+        if recipe is not None or slot or operators_:
+            raise RecipeError("--resume DIR takes no RECIPE, --slot or --operators")
+        grid = ablate_mod.open_grid(resume_dir)
+    else:
+        if recipe is None or not slot or not operators_:
+            raise RecipeError("ablate needs RECIPE, --slot and --operators (or --resume DIR)")
+        grid = ablate_mod.plan_grid(recipe, slot, operators_.split(","), list(sets), repeats, out)
+    click.echo(str(grid.root))
+    sys.stdout.flush()
+    err = _stderr()
+
+    def on_start(cell: Any, i: int, n: int) -> None:
+        if not quiet:
+            err.print(f"[{i + 1}/{n}] {cell.label} ...", highlight=False)
+
+    def on_done(r: Any) -> None:
+        if not quiet and r.reason != "already ended":
+            err.print(f"    {r.cell.label}: {r.state} in {r.seconds:.0f} s", highlight=False)
+
+    try:
+        ablate_mod.run_grid(grid, on_start=on_start, on_done=on_done)
+    except KeyboardInterrupt:
+        click.echo(
+            f"rsiframe: interrupted; continue with: rsiframe ablate --resume {grid.root}", err=True
+        )
+        sys.exit(EXIT_INTERRUPTED)
+    _show_comparison([grid.root], by="recipe", force=False, as_json=as_json)
+
+
+def _show_comparison(
+    paths: list[Path],
+    *,
+    by: str,
+    force: bool,
+    as_json: bool,
+    html: Path | None = None,
+    png: Path | None = None,
+) -> None:
+    from rsiframe.compare import compare as compare_runs
+    from rsiframe.compare_view import print_report, write_outputs
+
+    report = compare_runs(paths, by=by, force=force)
+    written = write_outputs(report, html=html, png=png)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        print_report(report, _stdout())
+    for path in written:
+        click.echo(f"wrote {path}", err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--by",
+    type=click.Choice(["recipe", "run"]),
+    default="recipe",
+    show_default=True,
+    help="recipe: runs that differ only by name and random_seed form one method",
+)
+@click.option("--force", is_flag=True, help="compare across task sets or evaluators (marked)")
+@click.option("--html", "html", type=click.Path(path_type=Path), help="write one HTML file")
+@click.option("--png", "png", type=click.Path(path_type=Path), help="write the plots into DIR")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def compare(
+    paths: tuple[Path, ...],
+    by: str,
+    force: bool,
+    html: Path | None,
+    png: Path | None,
+    as_json: bool,
+) -> None:
+    """Compare methods across runs: PATHS are run folders or folders holding runs.
+
+    One row per method (train, gate, sealed of each run's champion: mean and 95 %
+    bootstrap CI), with evaluations, model tokens, cost and wall time; P(A > B) on sealed
+    for each pair; the per-task matrix; best-gate-so-far curves. Every run is verified
+    first; a run that fails verify is refused.
+    """
+    _show_comparison(list(paths), by=by, force=force, as_json=as_json, html=html, png=png)
+
+
+@main.command()
+@click.argument("recipe", type=click.Path(path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="folder for the framework's runs")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def fidelity(
+    recipe: Path, sets: tuple[str, ...], repeats: int, out: Path | None, as_json: bool
+) -> None:
+    """Does rsiframe change a system's scores? Evaluate RECIPE's seed on the gate tasks
+    twice directly (the evaluator's own trial runner, no archive, operators or signing)
+    and once as generation 0 of a real run; compare per task.
+
+    Passes when framework-vs-direct disagreement is not significantly higher than
+    direct-vs-direct disagreement (exact McNemar, alpha 0.05); on a deterministic task set
+    every task must agree. Exit 0 when it passes, 1 when it does not.
+    """
+    from rsiframe.fidelity import fidelity as run_fidelity
+    from rsiframe.fidelity import print_fidelity
+
+    err = _stderr()
+
+    def on_step(r: int, which: str) -> None:
+        if not as_json:
+            err.print(f"repeat {r}: {which.replace('_', '-')} ...", highlight=False)
+
+    report = run_fidelity(recipe, list(sets), repeats=repeats, out=out, on_step=on_step)
+    v = report.verdict
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+    else:
+        print_fidelity(report, _stdout())
+    if not v.passed:
+        click.echo(f"rsiframe: fidelity failed: {v.reason}", err=True)
         sys.exit(EXIT_FAILED)
 
 

@@ -32,6 +32,7 @@ from rsiframe.errors import EngineUnavailable, SandboxError
 from rsiframe.keys import key_dir
 from rsiframe.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
+    Limits,
     Mount,
     ProcResult,
     Sandbox,
@@ -52,6 +53,7 @@ def _python_dirs() -> list[str]:
 class DockerSandbox(Sandbox):
     """One container per command, removed (with every process in it) when it ends."""
 
+    kind = "docker"
     isolation = "docker"
 
     def __init__(self, client: Any, image: str, image_id: str) -> None:
@@ -148,6 +150,8 @@ class DockerSandbox(Sandbox):
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> tuple[list[str], str, dict[str, str]]:
         """A ``docker run`` command line, for callers that start the process themselves."""
         spec = self._spec(argv, mounts, cwd, env, network, None, hide)
@@ -172,7 +176,12 @@ class DockerSandbox(Sandbox):
         network: bool = False,
         memory_mb: int | None = None,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        limits: Limits | None = None,
+        nproc: bool = True,
     ) -> tuple[list[str], str, dict[str, str]]:
+        if memory_mb is None and limits is not None:  # the rest of Limits: not yet here
+            memory_mb = limits.memory_mb
         cmd, where, host_env = self.prepare(argv, mounts, cwd, env, network, hide)
         if memory_mb is not None:
             at = cmd.index(self.image_id)
@@ -192,8 +201,13 @@ class DockerSandbox(Sandbox):
         memory_mb: int | None = None,
         output_cap: int | None = None,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        limits: Limits | None = None,
     ) -> ProcResult:
         from docker.types import LogConfig
+
+        if memory_mb is None and limits is not None:  # the rest of Limits: not yet here
+            memory_mb = limits.memory_mb
         from docker.types import Mount as DockerMount
 
         # the streams go to files in a folder of ours, not through Docker's log driver: their

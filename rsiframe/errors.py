@@ -77,3 +77,11 @@ class ModelError(RsiError):
     """A model call cannot be made or answered: unreachable, refused, garbage, over budget."""
 
     exit_code = EXIT_FAILED
+
+
+class RunNotVerified(RsiError):
+    """A run given to compare fails ``verify``: its scores are not read."""
+
+
+class MixedRuns(RsiError):
+    """Runs to compare differ in task set or evaluator (allowed only with --force)."""

@@ -3,9 +3,12 @@
 Each task gets a fresh trial folder. The agent phase sees the candidate export
 read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
 instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
-never sees the tests. The verifier phase then runs ``bash /tests/test.sh`` with
-the tests mounted and a freshly created ``/logs/verifier``, so nothing the
-agent wrote can become its reward. Paths are also given as environment
+never sees the tests. When the agent and every process it started are gone, the
+verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, a
+freshly created ``/logs/verifier`` and its own copy of ``/app``
+(:mod:`rsiframe.appcopy`: links that leave ``/app`` and special files dropped and
+named in the trajectory, hard links broken), so nothing the agent wrote or linked
+can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
@@ -33,17 +36,35 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, docker_sandbox, faults, harbor_engine, serving
+from rsiframe import __version__, appcopy, docker_sandbox, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
-from rsiframe.sandbox import Mount, ProcResult, Sandbox, kill_all, make_sandbox
+from rsiframe.safefile import UnsafeFile, read_regular
+from rsiframe.sandbox import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
 from rsiframe.serving import ModelRefused, ModelServer, OpenEndpoint
 from rsiframe.tasks import Task, TaskSet
 
 TAIL = 4000
 _SKIP_ENV_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
+
+
+class TaskLimits(BaseModel):
+    """Resource limits of each task's agent and verifier (``evaluator.config.limits``; a
+    task's ``[rsiframe]`` table in task.toml overrides them key by key). A task that
+    breaks one ends with reward 0 and the limit named as its error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_mb: int = Field(4096, gt=0, description="address space of each process (MiB)")
+    pids: int = Field(512, gt=0, description="processes at once (pids cgroup, else RLIMIT_NPROC)")
+    tmp_mb: int = Field(512, gt=0, description="size of the private /tmp (bubblewrap)")
+    app_mb: int = Field(1024, gt=0, description="what /app and /logs/agent may hold")
+    artifacts_mb: int = Field(16, gt=0, description="agent log files stored per task")
+
+    def of(self, task: Task) -> TaskLimits:
+        return TaskLimits.model_validate({**self.model_dump(), **task.limits})
 
 
 class LocalEngineConfig(BaseModel):
@@ -64,6 +85,10 @@ class LocalEngineConfig(BaseModel):
         None, gt=0, description="cap on each task's [verifier] timeout_sec"
     )
     output_limit_bytes: int = Field(1 << 20, ge=1024, description="stdout/stderr kept per phase")
+    limits: TaskLimits = Field(
+        default_factory=lambda: TaskLimits(),
+        description="per-task limits of agent and verifier (a task's [rsiframe] table wins)",
+    )
     build: BuildConfig | None = Field(
         None, description="build a model from data/ and trainer/ first, and serve it (D/T/H)"
     )
@@ -104,11 +129,11 @@ def parse_reward(verifier_dir: Path) -> tuple[float, str | None]:
     """Harbor's reward files: a number in reward.txt, or numeric keys in reward.json."""
     txt = verifier_dir / "reward.txt"
     js = verifier_dir / "reward.json"
-    try:
-        if txt.is_file():
-            return float(txt.read_text().strip()), None
-        if js.is_file():
-            data = json.loads(js.read_text())
+    try:  # regular files only, never a link or a FIFO, at most 1 MiB
+        if txt.exists() or txt.is_symlink():
+            return float(read_regular(txt, 1 << 20).decode().strip()), None
+        if js.exists() or js.is_symlink():
+            data = json.loads(read_regular(js, 1 << 20))
             if isinstance(data, int | float):
                 return float(data), None
             if isinstance(data, dict):
@@ -305,6 +330,8 @@ class LocalEngine:
         m_logs = Mount(logs, "/logs")
         common = {"RSI_APP": sb.view(m_app), "RSI_LOGS": sb.view(m_logs), "RSI_TASK_ID": task.id}
 
+        lim = self.config.limits.of(task)
+        app_cap = lim.app_mb << 20
         agent_timeout = min(task.agent_timeout, self.config.agent_timeout_s or task.agent_timeout)
         argv = ["sh", "-c", self.config.agent]
         mounts = [m_cand, m_app, m_task, m_agent_logs]
@@ -326,8 +353,27 @@ class LocalEngine:
             timeout=agent_timeout,
             network=task.agent_network,
             output_limit=self.config.output_limit_bytes,
+            limits=Limits(
+                memory_mb=lim.memory_mb,
+                pids=lim.pids,
+                tmp_mb=lim.tmp_mb,
+                file_mb=lim.app_mb,
+                watch=((app, app_cap), (logs / "agent", app_cap)),
+            ),
         )
+        if agent.limit:
+            return self._breach(task, agent, f"agent exceeded a limit: {agent.limit}")
 
+        # the verifier gets its own copy of /app, made after every agent process is gone:
+        # links out of /app (to the tests, the verifier's logs, the host) and special files
+        # are dropped and named in the evidence, hard links are broken by copying
+        v_app = trial / "verifier-app"
+        try:
+            removed = appcopy.freeze(app, v_app, max_bytes=app_cap)
+        except appcopy.AppTooLarge as exc:
+            return self._breach(task, agent, f"agent exceeded a limit: {exc}")
+        m_app = Mount(v_app, "/app", writable=True)
+        common["RSI_APP"] = sb.view(m_app)
         # a fresh verifier folder: whatever the agent left under /logs/verifier is discarded
         verifier_dir = logs / "verifier"
         shutil.rmtree(verifier_dir, ignore_errors=True)
@@ -347,12 +393,21 @@ class LocalEngine:
             timeout=verifier_timeout,
             network=task.verifier_network,
             output_limit=self.config.output_limit_bytes,
+            limits=Limits(
+                memory_mb=lim.memory_mb,
+                pids=lim.pids,
+                tmp_mb=lim.tmp_mb,
+                file_mb=lim.app_mb,
+                watch=((v_app, app_cap), (verifier_dir, app_cap)),
+            ),
         )
         reward, error = parse_reward(verifier_dir)
         if agent.timed_out:
             error = f"agent timed out after {agent_timeout:g}s" + (f"; {error}" if error else "")
         elif verifier.timed_out:
             reward, error = 0.0, f"verifier timed out after {verifier_timeout:g}s"
+        elif verifier.limit:
+            reward, error = 0.0, f"verifier exceeded a limit: {verifier.limit}"
         elif agent.exit_code and error is None:  # kept as the reason; the reward stands
             last = agent.stderr[-TAIL:].decode(errors="replace").strip().splitlines()
             error = f"agent exited with status {agent.exit_code}" + (
@@ -364,11 +419,7 @@ class LocalEngine:
             "verifier.stdout": verifier.stdout,
             "verifier.stderr": verifier.stderr,
         }
-        for f in sorted((logs / "agent").rglob("*")):
-            if f.is_file() and not f.is_symlink():
-                blobs["logs/agent/" + f.relative_to(logs / "agent").as_posix()] = f.read_bytes()[
-                    : self.config.output_limit_bytes
-                ]
+        dropped = self._agent_logs(logs / "agent", lim.artifacts_mb << 20, blobs)
         trajectory = {
             "task": task.id,
             "reward": reward,
@@ -376,8 +427,46 @@ class LocalEngine:
             "agent": _phase(agent),
             "verifier": _phase(verifier),
         }
+        if removed:
+            trajectory["app_removed"] = [r.as_dict() for r in removed]
+        if dropped:
+            trajectory["artifacts_dropped"] = dropped
         seconds = agent.duration_s + verifier.duration_s
         return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
+
+    def _agent_logs(self, folder: Path, cap: int, blobs: dict[str, bytes]) -> list[str]:
+        """The agent's log files (regular files only, each cut at the output limit) into
+        ``blobs`` until ``cap`` bytes are stored; the files left out, with why."""
+        dropped, stored = [], 0
+        for f in sorted(folder.rglob("*")):
+            rel = f.relative_to(folder).as_posix()
+            if f.is_dir() and not f.is_symlink():
+                continue
+            try:
+                data = read_regular(f, cap)[: self.config.output_limit_bytes]
+            except (UnsafeFile, OSError) as exc:
+                dropped.append(f"{rel}: {exc}")
+                continue
+            if stored + len(data) > cap:
+                dropped.append(f"{rel}: past the {cap >> 20} MiB of artifacts stored per task")
+                continue
+            stored += len(data)
+            blobs["logs/agent/" + rel] = data
+        return dropped
+
+    def _breach(
+        self, task: Task, agent: ProcResult, reason: str
+    ) -> tuple[TaskRun, dict[str, bytes]]:
+        """The task ends at a broken limit: reward 0, the reason kept, no verifier run."""
+        trajectory = {
+            "task": task.id,
+            "reward": 0.0,
+            "error": reason,
+            "agent": _phase(agent),
+            "limit": reason,
+        }
+        blobs = {"agent.stdout": agent.stdout, "agent.stderr": agent.stderr}
+        return TaskRun(task.id, 0.0, reason, trajectory, seconds=agent.duration_s), blobs
 
 
 def serving_file() -> str:

@@ -13,7 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rsiframe.safefile import UnsafeFile, open_regular, read_regular
 from rsiframe.surface import glob_matches
+
+#: the largest file a candidate tree may hold (read back only as a regular file)
+MAX_BLOB = 1 << 31
 
 MODE_FILE = "100644"
 MODE_EXEC = "100755"
@@ -54,7 +58,7 @@ class Snapshot:
         full = self.root / path
         if entry.mode == MODE_LINK:
             return os.fsencode(os.readlink(full))
-        return full.read_bytes()
+        return read_regular(full, MAX_BLOB)
 
 
 def object_header(kind: bytes, size: int) -> bytes:
@@ -84,6 +88,10 @@ def _walk(base: Path, prefix: str, snap: Snapshot, ignore: tuple[str, ...]) -> N
         items = sorted(it, key=lambda e: e.name)
     for item in items:
         rel = f"{prefix}{item.name}"
+        if not representable(rel):  # git, the archive and the surface all need UTF-8
+            shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+            snap.problems.append((shown, "the path is not valid UTF-8 text"))
+            continue
         if any(glob_matches(p, rel) for p in ignore):
             continue
         st = item.stat(follow_symlinks=False)
@@ -96,14 +104,32 @@ def _walk(base: Path, prefix: str, snap: Snapshot, ignore: tuple[str, ...]) -> N
             _walk(Path(item.path), rel + "/", snap, ignore)
         elif stat.S_ISREG(st.st_mode):
             mode = MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE
-            snap.entries[rel] = Entry(mode, _file_sha(Path(item.path), st.st_size))
+            try:
+                snap.entries[rel] = Entry(mode, _file_sha(Path(item.path), st.st_size))
+            except OSError as exc:  # UnsafeFile included: swapped or changed under us
+                snap.problems.append((rel, f"changed while it was read: {exc}"))
         else:
             snap.problems.append((rel, "special file (fifo, socket or device) is not allowed"))
 
 
+def representable(path: str) -> bool:
+    """True when ``path`` (as ``os`` gave it: undecodable bytes as surrogates) is UTF-8
+    text; a name that is not cannot enter a tree, the archive or a surface check."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _file_sha(path: Path, size: int) -> str:
+    # opened without following links or blocking: the folder is a candidate's, and a
+    # process it left running may swap a file for a link or a FIFO after the lstat
     h = hashlib.sha1(object_header(b"blob", size))
-    with path.open("rb") as f:
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        if os.fstat(fd).st_size != size:
+            raise UnsafeFile(f"{path} changed while it was read")
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -66,7 +67,9 @@ class RichProgress(ProgressSink):
         elif ev.type in ("candidate_gated", "candidate_rejected", "candidate_abandoned"):
             self._line(state, d["id"])
         elif ev.type == "evaluation_failed":
-            self.console.print(f"[red]{d['id']} {d['split']} evaluation failed:[/] {d['error']}")
+            self.console.print(
+                f"[red]{d['id']} {d['split']} evaluation failed:[/] {escape(str(d['error']))}"
+            )
         champ = state.champion()
         if champ is not None:
             self.best = f"{champ.score('gate'):.3f} ({champ.id})"
@@ -85,7 +88,8 @@ class RichProgress(ProgressSink):
         if c.rejected:
             what = "; ".join(c.rejected.get("reasons", []))[:160]
         arrow = f" ← {c.parent}" if c.parent else ""
-        self.console.print(f"{cid}{arrow} [{color}]{c.state}[/] {score} {what}".rstrip())
+        # the description and reasons are a candidate's own text: escaped, never markup
+        self.console.print(f"{cid}{arrow} [{color}]{c.state}[/] {score} {escape(what)}".rstrip())
 
     def stage(self, cid: str, stage: str) -> None:
         self.cid, self.stage_name = cid, stage
@@ -96,4 +100,4 @@ class RichProgress(ProgressSink):
         self.bar.update(self.task, total=total, completed=done)
 
     def note(self, message: str) -> None:
-        self.console.print(message)
+        self.console.print(message, markup=False)

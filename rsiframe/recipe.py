@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from rsiframe import yamlsafe
 from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
 from rsiframe.digest import sha256_json
 from rsiframe.errors import RecipeError
@@ -43,24 +44,6 @@ class ResolvedRecipe:
 # -- YAML -----------------------------------------------------------------------------
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    pass
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            mark = key_node.start_mark
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def load_yaml(path: Path) -> Any:
     try:
         text = path.read_text()
@@ -69,7 +52,7 @@ def load_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError(f"cannot read: {exc}", where=str(path)) from exc
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return yamlsafe.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -145,7 +128,7 @@ def parse_set(item: str) -> tuple[list[str], Any]:
     if not eq or not key.strip():
         raise RecipeError(f"--set expects KEY=VALUE, got {item!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yamlsafe.load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value

@@ -6,8 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from rsiframe.archive import chain_head
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
 from rsiframe.loader import LoadedRun
@@ -86,6 +88,8 @@ class StatusReport(BaseModel):
     notes: list[str]
     #: operators' reads beyond their slot's view (information_flow_violation events)
     violations: list[dict[str, Any]] = []
+    #: ``N:HASH`` of the event chain (``archive.chain_head``): keep it to detect truncation
+    head: str = ""
 
 
 def scores_of(c: Candidate) -> Scores:
@@ -151,6 +155,7 @@ def status_of(loaded: LoadedRun) -> StatusReport:
         candidates=rows,
         notes=loaded.notes + st.problems,
         violations=list(st.violations),
+        head=chain_head(loaded.events) if loaded.events else "",
     )
 
 
@@ -159,7 +164,7 @@ def _fmt(x: float | None) -> str:
 
 
 def summary_table(report: StatusReport) -> Table:
-    table = Table(title=f"{report.name}: {report.state}", title_justify="left")
+    table = Table(title=escape(f"{report.name}: {report.state}"), title_justify="left")
     table.add_column("")
     table.add_column("candidate")
     for split in ("train", "gate", "sealed"):
@@ -211,21 +216,26 @@ def print_summary(report: StatusReport, console: Console) -> None:
         f"{len(report.candidates)} candidates ({counts}); {used['evaluations']} evaluations; "
         f"{used['wall_seconds']:.0f} s"
     )
+    # a reason, note or violation may quote a candidate's text: printed as is, never markup
     if report.reason:
-        console.print(f"stopped: {report.reason}")
-    console.print(f"details: rsiframe status {report.path}")
+        console.print(f"stopped: {report.reason}", markup=False)
+    console.print(f"details: rsiframe status {report.path}", markup=False)
+    if report.head:
+        # one unbroken line: keep it to check later with ``rsiframe verify --head``
+        console.print(f"chain head: {report.head}", highlight=False, soft_wrap=True)
     for note in report.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
     for v in report.violations:
         console.print(
             f"information-flow violation: {v.get('slot')} operator {v.get('operator')} "
             f"({v.get('candidate')}) asked for {v.get('detail') or v.get('asked')}",
             highlight=False,
+            markup=False,
         )
 
 
 def candidate_table(report: StatusReport) -> Table:
-    table = Table(title=f"{report.name} ({report.run_id})", title_justify="left")
+    table = Table(title=escape(f"{report.name} ({report.run_id})"), title_justify="left")
     for col in ("id", "parent", "gen", "state", "train", "gate", "sealed", "change / reason"):
         table.add_column(
             col, justify="right" if col in ("train", "gate", "sealed") else "left", overflow="fold"
@@ -244,7 +254,7 @@ def candidate_table(report: StatusReport) -> Table:
             _fmt(c.scores.train),
             _fmt(c.scores.gate),
             _fmt(c.scores.sealed),
-            why[:120],
+            escape(why[:120]),  # a candidate's own words: never Rich markup
         )
     return table
 

@@ -27,6 +27,7 @@ from typing import Any
 from rsiframe.archive import EVENTS, write_atomic
 from rsiframe.digest import canonical_json
 from rsiframe.errors import RunFolderError
+from rsiframe.keys import protect
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ class RunLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        # no privileged (set-up) sandbox of this process may mount the live run's folder
+        protect(self.paths.root, self.paths.work)
         return self
 
     def release(self) -> None:

@@ -8,7 +8,13 @@ paths to hide. :class:`BwrapSandbox` shows the process nothing of the host but
 the system folders, the Python installation and the given mounts, with no
 network unless asked; its pid namespace and ``--die-with-parent`` take every
 descendant down with it, ``setsid`` escapes included. The signing-key folder is
-masked even when it lies under something mounted. :class:`ProcessSandbox` is
+masked even when it lies under something mounted. Bubblewrap always runs in a user
+namespace of its own, also when rsiframe runs as root: the command is an unprivileged
+uid inside (:func:`sandbox_ids`, 65534 unless configured), with every capability dropped
+and no further user namespaces, so the read-only binds and the masks stay locked; a
+self-check inside (:func:`privilege_check`, once per process and kind) refuses to start a
+sandbox that still holds host capabilities, and what it found is part of the isolation
+level recorded in every certificate. :class:`ProcessSandbox` is
 the weaker fallback used where bubblewrap is missing; its isolation level is
 recorded in every certificate and mutation event. A Docker implementation can be
 added beside them behind the same interface: a :class:`Sandbox` subclass that fills in
@@ -18,6 +24,7 @@ added beside them behind the same interface: a :class:`Sandbox` subclass that fi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import glob
 import importlib
@@ -38,9 +45,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rsiframe.errors import SandboxError
-from rsiframe.keys import key_dir
+from rsiframe.keys import key_dir, protected_folders
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
+#: the uid and gid a bubblewrap sandbox runs as inside its user namespace, unless
+#: ``$RSIFRAME_SANDBOX_UID`` / ``$RSIFRAME_SANDBOX_GID`` say otherwise
+DEFAULT_SANDBOX_ID = 65534
 #: how often a run with a hard output limit checks the size of what was written
 _WATCH_INTERVAL_S = 0.05
 
@@ -62,6 +72,8 @@ class ProcResult:
     truncated: bool = False
     #: killed because stdout or stderr grew past the hard ``output_cap``
     output_exceeded: bool = False
+    #: the resource limit that ended the run (:class:`Limits`), in words; None if none did
+    limit: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -104,14 +116,149 @@ def host_secrets() -> list[Path]:
     return [Path(p) for pattern in HOST_SECRETS for p in sorted(glob.glob(pattern))]
 
 
-def memory_prefix(memory_mb: int | None) -> list[str]:
-    """``prlimit --as=...`` in front of a command, so the limit is set in the child."""
-    if memory_mb is None:
+def sandbox_ids() -> tuple[int, int]:
+    """(uid, gid) inside every bubblewrap sandbox: ``$RSIFRAME_SANDBOX_UID`` and
+    ``$RSIFRAME_SANDBOX_GID``, else :data:`DEFAULT_SANDBOX_ID`. Never 0: root inside is only
+    for a task environment's set-up step (``setup_root``)."""
+    ids = []
+    for name in ("RSIFRAME_SANDBOX_UID", "RSIFRAME_SANDBOX_GID"):
+        raw = os.environ.get(name, "").strip()
+        try:
+            value = int(raw) if raw else DEFAULT_SANDBOX_ID
+        except ValueError:
+            raise SandboxError(f"{name}={raw!r} is not a number") from None
+        if not 0 < value < 1 << 32:
+            raise SandboxError(f"{name}={raw!r}: the sandbox's id must be an unprivileged id")
+        ids.append(value)
+    return ids[0], ids[1]
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def exposed(mounts: Sequence[Mount]) -> list[str]:
+    """The mounts that would show the key folder or a folder named by :func:`keys.protect`."""
+    roots = protected_folders()
+    bad = []
+    for m in mounts:
+        host = os.path.realpath(m.host)
+        for root, scratch in roots.items():
+            if _inside(root, host) or (
+                _inside(host, root) and not (scratch and _inside(host, scratch))
+            ):
+                bad.append(f"{m.host} (shows {root})")
+    return bad
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed run, beyond time and output.
+
+    ``memory_mb`` is the address space of each process (``RLIMIT_AS``); ``pids`` the
+    processes of the whole run (a pids cgroup where this host lets rsiframe make one,
+    else ``RLIMIT_NPROC``, which binds only when the sandbox's host uid is not root);
+    ``tmp_mb`` the size of bubblewrap's private ``/tmp`` (writes past it fail with
+    ENOSPC); ``file_mb`` the size of any one file written (``RLIMIT_FSIZE``); ``watch``
+    folders whose total size, past the given bytes, ends the run. A run ended by a limit
+    comes back with :attr:`ProcResult.limit` naming it.
+    """
+
+    memory_mb: int | None = None
+    pids: int | None = None
+    tmp_mb: int | None = None
+    file_mb: int | None = None
+    watch: tuple[tuple[Path, int], ...] = ()
+
+
+def limit_prefix(limits: Limits, *, nproc: bool) -> list[str]:
+    """``prlimit`` in front of a command for the per-process limits (and ``RLIMIT_NPROC``
+    when ``nproc``: no pids cgroup holds the run)."""
+    opts = []
+    if limits.memory_mb is not None:
+        opts.append(f"--as={int(limits.memory_mb) << 20}")
+    if limits.file_mb is not None:
+        opts.append(f"--fsize={int(limits.file_mb) << 20}")
+    if nproc and limits.pids is not None:
+        opts.append(f"--nproc={int(limits.pids)}")
+    if not opts:
         return []
     binary = shutil.which("prlimit")
     if binary is None:
-        raise SandboxError("a memory limit needs prlimit (util-linux), which is not installed")
-    return [binary, f"--as={int(memory_mb) << 20}", "--"]
+        raise SandboxError("resource limits need prlimit (util-linux), which is not installed")
+    return [binary, *opts, "--"]
+
+
+_PIDS_V1 = Path("/sys/fs/cgroup/pids")
+
+
+@functools.cache
+def _pids_root() -> Path | None:
+    """Where this process may make pids cgroups (cgroup v1's pids hierarchy, under the
+    cgroup it is in), or None."""
+    try:
+        rows = Path("/proc/self/cgroup").read_text().splitlines()
+        own = next(r.split(":", 2)[2] for r in rows if r.split(":", 2)[1] == "pids")
+        root = _PIDS_V1 / own.lstrip("/") / "rsiframe"
+        root.mkdir(exist_ok=True)
+        probe = root / f"probe-{os.getpid()}"
+        probe.mkdir(exist_ok=True)
+        (probe / "pids.max").write_text("8")
+        probe.rmdir()
+        return root
+    except (OSError, StopIteration, IndexError):
+        return None
+
+
+class PidCgroup:
+    """A pids cgroup for one run: the command joins it before anything else starts."""
+
+    def __init__(self, limit: int) -> None:
+        root = _pids_root()
+        if root is None:
+            raise OSError("no pids cgroup here")
+        self.path = root / f"run-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+        self.path.mkdir()
+        (self.path / "pids.max").write_text(str(int(limit)))
+        self.limit = limit
+
+    def prefix(self) -> list[str]:
+        join = 'echo 0 > "$0/cgroup.procs" && exec "$@"'
+        return ["/bin/sh", "-c", join, str(self.path)]
+
+    def hit(self) -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            for line in (self.path / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max" and int(value) > 0:
+                    return True
+        return False
+
+    def remove(self) -> None:
+        for _ in range(40):  # the pid namespace dies asynchronously after the kill
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+def folder_size(path: Path, stop: int) -> int:
+    """Bytes under ``path`` (links not followed), counting up to just past ``stop``."""
+    total = 0
+    stack = [str(path)]
+    while stack and total <= stop:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    with contextlib.suppress(OSError):
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+                        else:
+                            total += e.stat(follow_symlinks=False).st_blocks * 512
+        except OSError:
+            continue
+    return total
 
 
 _live: set[subprocess.Popen[bytes]] = set()
@@ -133,6 +280,8 @@ def _execute(
     timeout: float,
     output_limit: int,
     output_cap: int | None = None,
+    watch: tuple[tuple[Path, int], ...] = (),
+    cgroup: PidCgroup | None = None,
 ) -> ProcResult:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
@@ -153,12 +302,14 @@ def _execute(
         expired = threading.Event()
         overflow = threading.Event()
         done = threading.Event()
+        breached: list[str] = []
+        ticks = [0]  # the folders in ``watch`` are measured every twentieth tick (1 s)
 
         def on_timeout() -> None:
             expired.set()
             kill_group(proc)
 
-        def watch() -> None:
+        def watching() -> None:
             deadline = start + timeout
             while not done.wait(_WATCH_INTERVAL_S):
                 if time.monotonic() >= deadline:
@@ -169,13 +320,19 @@ def _execute(
                     overflow.set()
                     kill_group(proc)
                     return
+                ticks[0] += 1
+                why = _breach(watch if ticks[0] % 20 == 0 else (), cgroup)
+                if why:
+                    breached.append(why)
+                    kill_group(proc)
+                    return
 
         # without a hard output cap, a timer rather than polling: it costs nothing per run
         watcher: threading.Timer | threading.Thread
-        if output_cap is None:
+        if output_cap is None and not watch and cgroup is None:
             watcher = threading.Timer(timeout, on_timeout)
         else:
-            watcher = threading.Thread(target=watch)
+            watcher = threading.Thread(target=watching)
         watcher.daemon = True
         watcher.start()
         try:
@@ -196,6 +353,8 @@ def _execute(
             with _live_lock:
                 _live.discard(proc)
         duration = time.monotonic() - start
+        if not breached and (why := _breach(watch, cgroup)):
+            breached.append(why)
         stdout, t1 = _read_capped(out, output_limit)
         stderr, t2 = _read_capped(err, output_limit)
     timed_out = expired.is_set()
@@ -207,7 +366,18 @@ def _execute(
         stderr=stderr,
         truncated=t1 or t2,
         output_exceeded=overflow.is_set(),
+        limit=breached[0] if breached else None,
     )
+
+
+def _breach(watch: tuple[tuple[Path, int], ...], cgroup: PidCgroup | None) -> str | None:
+    """The limit a running command has broken, in words, or None."""
+    if cgroup is not None and cgroup.hit():
+        return f"it reached its limit of {cgroup.limit} processes"
+    for folder, cap in watch:
+        if folder_size(folder, cap) > cap:
+            return f"{folder.name} grew past {cap >> 20} MiB"
+    return None
 
 
 def kill_group(proc: subprocess.Popen[Any]) -> None:
@@ -226,8 +396,10 @@ def _read_capped(f, limit: int) -> tuple[bytes, bool]:  # type: ignore[no-untype
 
 class Sandbox:
     """Runs a command confined to mounts; subclasses say how (``prepare``) and what paths
-    the process sees (``view``)."""
+    the process sees (``view``). ``kind`` names the mechanism; ``isolation`` is the level
+    recorded in certificates and fingerprints (the mechanism and what it grants inside)."""
 
+    kind = ""
     isolation = ""
 
     def view(self, mount: Mount) -> str:
@@ -241,6 +413,8 @@ class Sandbox:
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> tuple[list[str], str, dict[str, str]]:
         """(command line, host working directory, host environment) for ``argv``."""
         raise NotImplementedError
@@ -255,13 +429,36 @@ class Sandbox:
         network: bool = False,
         memory_mb: int | None = None,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        limits: Limits | None = None,
+        nproc: bool = True,
     ) -> tuple[list[str], str, dict[str, str]]:
         """(command line, host working directory, host environment) that run ``argv``
         confined, for a caller that starts the process itself. ``memory_mb`` caps the
-        address space of the command and each descendant. ``hide`` (and always the key
-        folder and :func:`host_secrets`) is masked wherever a mount would show it."""
+        address space of the command and each descendant; ``limits`` sets the others
+        (:class:`Limits`; its ``pids`` becomes ``RLIMIT_NPROC`` here unless ``nproc`` is
+        off because a pids cgroup holds the run, and its ``watch`` is :meth:`run`'s).
+        ``hide`` (and always the key folder and :func:`host_secrets`) is masked wherever a
+        mount would show it.
+
+        ``setup_root`` is the one hook for a task environment's own set-up step (installing
+        packages into its environment): under bubblewrap the command is root inside its
+        user namespace, with that namespace's capabilities only (never the host's), and it
+        is refused when a mount would show the key folder or a run folder
+        (:func:`keys.protect`). Agents, verifiers, mutations, builds, the model server and
+        operators never use it."""
+        if setup_root and (bad := exposed([*mounts, cwd])):
+            raise SandboxError(f"a set-up step may not mount {bad[0]}")
         hidden = [key_dir(), *host_secrets(), *hide]
-        return self.prepare([*memory_prefix(memory_mb), *argv], mounts, cwd, env, network, hidden)
+        lim = limits or Limits()
+        if memory_mb is not None:
+            lim = dataclasses.replace(lim, memory_mb=memory_mb)
+        # RLIMIT_NPROC counts a user's processes in its user namespace: only a bubblewrap
+        # sandbox has one of its own (outside, it would count the whole host's)
+        prefix = limit_prefix(lim, nproc=nproc and self.kind == "bwrap")
+        return self.prepare(
+            [*prefix, *argv], mounts, cwd, env, network, hidden, setup_root, lim.tmp_mb
+        )
 
     def run(
         self,
@@ -276,18 +473,44 @@ class Sandbox:
         memory_mb: int | None = None,
         output_cap: int | None = None,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        limits: Limits | None = None,
     ) -> ProcResult:
         """Run ``argv`` as :meth:`launch` confines it; ``output_limit`` bytes of each stream
-        are kept, and a stream that grows past ``output_cap`` kills the tree."""
-        cmd, host_cwd, host_env = self.launch(
-            argv, mounts=mounts, cwd=cwd, env=env, network=network, memory_mb=memory_mb, hide=hide
-        )
-        return _execute(cmd, host_cwd, host_env, timeout, output_limit, output_cap)
+        are kept, and a stream that grows past ``output_cap`` kills the tree, as does a
+        broken :class:`Limits` (named in :attr:`ProcResult.limit`)."""
+        cgroup = None
+        if limits is not None and limits.pids is not None:
+            with contextlib.suppress(OSError):
+                cgroup = PidCgroup(limits.pids)
+        try:
+            cmd, host_cwd, host_env = self.launch(
+                argv,
+                mounts=mounts,
+                cwd=cwd,
+                env=env,
+                network=network,
+                memory_mb=memory_mb,
+                hide=hide,
+                setup_root=setup_root,
+                limits=limits,
+                nproc=cgroup is None,
+            )
+            if cgroup is not None:
+                cmd = [*cgroup.prefix(), *cmd]
+            watch = limits.watch if limits is not None else ()
+            return _execute(
+                cmd, host_cwd, host_env, timeout, output_limit, output_cap, watch, cgroup
+            )
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
 
 
 class ProcessSandbox(Sandbox):
     """Fallback: a plain child process in its own process group. Paths are host paths."""
 
+    kind = "process"
     isolation = "process"
 
     def view(self, mount: Mount) -> str:
@@ -301,6 +524,8 @@ class ProcessSandbox(Sandbox):
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> tuple[list[str], str, dict[str, str]]:
         return list(argv), str(cwd.host), {**base_env(), **env}
 
@@ -314,12 +539,20 @@ _SYSTEM_DIRS = (*_TOP_DIRS, *_RO_DIRS)
 
 
 class BwrapSandbox(Sandbox):
-    """bubblewrap: fresh namespaces, read-only system, only the given mounts writable."""
+    """bubblewrap: fresh namespaces (the user namespace included), an unprivileged uid with
+    no capabilities, read-only system, only the given mounts writable."""
 
-    isolation = "bwrap"
+    kind = "bwrap"
 
-    def __init__(self, binary: str = "bwrap") -> None:
+    def __init__(self, binary: str = "bwrap", uid: int | None = None, gid: int | None = None):
         self.binary = binary
+        if uid is None or gid is None:
+            default_uid, default_gid = sandbox_ids()
+            uid = default_uid if uid is None else uid
+            gid = default_gid if gid is None else gid
+        self.uid, self.gid = uid, gid
+        # what privilege_check demands (and so what every sandbox that starts has)
+        self.isolation = f"bwrap userns uid={uid} gid={gid} caps=none"
 
     def view(self, mount: Mount) -> str:
         return mount.inside
@@ -332,9 +565,21 @@ class BwrapSandbox(Sandbox):
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> tuple[list[str], str, dict[str, str]]:
+        privilege_check(self, setup_root)
         return (
-            self.command(argv, mounts=mounts, cwd=cwd, env=env, network=network, hide=hide),
+            self.command(
+                argv,
+                mounts=mounts,
+                cwd=cwd,
+                env=env,
+                network=network,
+                hide=hide,
+                setup_root=setup_root,
+                tmp_mb=tmp_mb,
+            ),
             "/",
             {**os.environ},
         )
@@ -348,12 +593,24 @@ class BwrapSandbox(Sandbox):
         env: dict[str, str],
         network: bool,
         hide: Sequence[Path] = (),
+        setup_root: bool = False,
+        tmp_mb: int | None = None,
     ) -> list[str]:
-        args = [self.binary, "--unshare-all", "--die-with-parent", "--new-session"]
+        # a user namespace also when we are root: capabilities inside are the namespace's
+        # own, mounts made outside it are locked, and it may not nest another one
+        args = [self.binary, "--unshare-all", "--unshare-user", "--disable-userns"]
+        if setup_root:
+            args += ["--uid", "0", "--gid", "0"]
+        else:
+            args += ["--uid", str(self.uid), "--gid", str(self.gid), "--cap-drop", "ALL"]
+        args += ["--die-with-parent", "--new-session"]
         if network:
             args.append("--share-net")
         # the fresh /tmp first, so a Python installed under /tmp is bound on top of it
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        if tmp_mb is not None:
+            args += ["--size", str(int(tmp_mb) << 20)]
+        args += ["--tmpfs", "/tmp"]
         for host in _TOP_DIRS:
             if os.path.islink(host):
                 args += ["--symlink", os.readlink(host), host]
@@ -392,22 +649,81 @@ def _masks(hide: Sequence[Path], mounts: list[Mount]) -> list[str]:
     return args
 
 
+# -- the privilege self-check ------------------------------------------------------------
+
+#: the uid_map line of the initial user namespace: whoever sees it holds host capabilities
+_INIT_USERNS = (0, 0, 4294967295)
+_CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def privilege_problems(status: str, uid_map: str, *, uid: int, setup_root: bool) -> list[str]:
+    """What is wrong with the privileges ``/proc/self/status`` and ``/proc/self/uid_map``
+    show inside a sandbox: none of the host's capabilities, ever; and outside a set-up
+    step, no capability at all and the configured uid."""
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    caps = {k: int(fields.get(k, "0").strip() or "0", 16) for k in _CAP_FIELDS}
+    rows = [tuple(int(x) for x in line.split()) for line in uid_map.splitlines() if line.strip()]
+    problems = []
+    if _INIT_USERNS in rows or not rows:
+        problems.append("it runs in the host's user namespace (uid_map " + uid_map.strip() + ")")
+    if not setup_root:
+        held = {k: f"{v:x}" for k, v in caps.items() if v}
+        if held:
+            problems.append(f"it holds capabilities {held}")
+        real = fields.get("Uid", "").split()
+        if not real or any(int(x) != uid for x in real):
+            problems.append(f"it runs as uid {' '.join(real) or '?'}, not {uid}")
+    return problems
+
+
+_checked: dict[tuple[str, int, int, bool], str] = {}
+_check_lock = threading.Lock()
+
+
+def privilege_check(sb: BwrapSandbox, setup_root: bool = False) -> str:
+    """Start a sandbox of this kind once per process, read its privileges from inside, and
+    raise :class:`SandboxError` (the sandbox refuses to start) if it still holds host
+    capabilities; the summary (``caps=none`` or ``caps=namespace``) is cached."""
+    key = (sb.binary, sb.uid, sb.gid, setup_root)
+    with _check_lock:
+        if key in _checked:
+            return _checked[key]
+        tmp = Path(tempfile.mkdtemp(prefix="rsiframe-probe-"))
+        try:
+            m = Mount(tmp, "/probe")
+            argv = ["/bin/sh", "-c", "cat /proc/self/status; echo @@; cat /proc/self/uid_map"]
+            cmd = sb.command(argv, mounts=[m], cwd=m, env={}, network=False, setup_root=setup_root)
+            res = _execute(cmd, "/", {**os.environ}, 20, DEFAULT_OUTPUT_LIMIT)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not res.ok:
+            why = res.stderr.decode(errors="replace").strip()[-300:]
+            raise SandboxError(f"cannot start bubblewrap ({sb.binary}): {why or res.exit_code}")
+        status, _, uid_map = res.stdout.decode(errors="replace").partition("@@")
+        problems = privilege_problems(status, uid_map, uid=sb.uid, setup_root=setup_root)
+        if problems:
+            raise SandboxError(
+                "the sandbox refuses to start: a self-check inside found host privileges: "
+                + "; ".join(problems)
+            )
+        _checked[key] = "caps=namespace" if setup_root else "caps=none"
+        return _checked[key]
+
+
 @functools.cache
 def bwrap_works() -> bool:
-    """True when bubblewrap is installed and can create its namespaces here."""
+    """True when bubblewrap is installed and can create its namespaces here (the user
+    namespace included); a sandbox that starts but keeps host capabilities still raises."""
     binary = shutil.which("bwrap")
     if not binary:
         return False
-    sb = BwrapSandbox(binary)
-    tmp = Path(tempfile.mkdtemp(prefix="rsiframe-probe-"))
     try:
-        m = Mount(tmp, "/probe", writable=True)
-        res = sb.run(["/bin/sh", "-c", "true"], mounts=[m], cwd=m, env={}, timeout=20)
-        return res.ok
-    except SandboxError:
+        privilege_check(BwrapSandbox(binary))
+    except SandboxError as exc:
+        if "refuses to start" in str(exc):
+            raise
         return False
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return True
 
 
 _ENDPOINT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}$")

@@ -717,7 +717,7 @@ class ModelServer:
             return
         if self.backend == "auto":  # decided here: GPU devices are not visible in bwrap
             self.backend = "vllm" if vllm_usable() else "transformers"
-        if self.backend == "vllm" and self.sandbox.isolation == "bwrap":
+        if self.backend == "vllm" and self.sandbox.kind == "bwrap":
             from rsiframe.sandbox import ProcessSandbox
 
             # bubblewrap's fresh /dev hides the GPU: vLLM runs as a plain process group

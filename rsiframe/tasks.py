@@ -38,6 +38,29 @@ class Task:
     verifier_network: bool
     agent_env: dict[str, str] = field(default_factory=dict)
     verifier_env: dict[str, str] = field(default_factory=dict)
+    #: the task's own resource limits (``[rsiframe]`` in task.toml: :data:`LIMIT_KEYS`)
+    limits: dict[str, int] = field(default_factory=dict)
+
+
+#: the keys of task.toml's ``[rsiframe]`` table: per-task limits of the agent and verifier
+LIMIT_KEYS = ("memory_mb", "pids", "tmp_mb", "app_mb", "artifacts_mb")
+
+
+def _limits(doc: dict[str, Any], where: str) -> dict[str, int]:
+    table = _table(doc, "rsiframe", where)
+    out = {}
+    for key, value in table.items():
+        if key not in LIMIT_KEYS:
+            raise TaskSetError(
+                f"task.toml: [rsiframe] {key} is not a limit ({', '.join(LIMIT_KEYS)})",
+                where=where,
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise TaskSetError(
+                f"task.toml: [rsiframe] {key} must be a positive integer", where=where
+            )
+        out[key] = value
+    return out
 
 
 def _table(doc: dict[str, Any], name: str, where: str) -> dict[str, Any]:
@@ -103,6 +126,7 @@ def load_task(path: Path) -> Task:
         verifier_network=_phase_network(sections["verifier"], sections["environment"]),
         agent_env=env("agent"),
         verifier_env=env("verifier"),
+        limits=_limits(doc, where),
     )
 
 

@@ -19,6 +19,8 @@ was established and what was not:
 ``admitted``      every admitted candidate has a verified record for each required split,
                   and every child descends from an admitted candidate
 ``evidence``      every trajectory and log a certificate names exists, unaltered
+``head``          (``--head N:HASH``) the chain still holds, as its event N-1, the event
+                  whose hash was written down: nothing was cut off or rewritten since
 ``reproduce``     (``--reproduce``) the champion, re-evaluated from a fresh export in a fresh
                   sandbox, gets the rewards its certificates state
 
@@ -27,6 +29,7 @@ Nothing here writes into the run folder, and no private key is needed.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +38,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
+from rsiframe import yamlsafe
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.digest import sha256_json
@@ -131,12 +135,15 @@ def verify(
     tasks_root: Path | None = None,
     expected_key: bytes | None = None,
     candidate: str | None = None,
+    head: str | None = None,
 ) -> VerifyReport:
-    """Run every check on the run folder ``root``; ``reproduce`` adds the re-evaluation."""
+    """Run every check on the run folder ``root``; ``reproduce`` adds the re-evaluation,
+    ``head`` (``N:HASH``, :func:`archive.chain_head`) the truncation check."""
+    wanted = parse_head(head) if head is not None else None
     paths = RunPaths(Path(root).resolve()).check()
     checks = _Checks()
     notes: list[str] = []
-    names = (*CHECKS, "reproduce") if reproduce else CHECKS
+    names = (*CHECKS, *(("head",) if head else ()), *(("reproduce",) if reproduce else ()))
     report = VerifyReport(
         ok=False,
         path=str(paths.root),
@@ -191,6 +198,10 @@ def verify(
     detail = f"keyid {verifier.keyid[:16]}" + (" (matches --key)" if expected_key else "")
     checks.add("pubkey", detail, key_problems)
     checks.add("chain", f"{len(events)} events, each linked to the one before", [])
+    if wanted is not None:
+        checks.add(
+            "head", f"event {wanted[0] - 1} has hash {wanted[1][:16]}", _head(events, *wanted)
+        )
 
     unsigned = unsigned_events(events, verifier, every=True)
     checks.add("signatures", f"{len(events)} event signatures", unsigned)
@@ -226,6 +237,27 @@ def verify(
 
 # -- the checks -----------------------------------------------------------------------
 
+_HEAD = re.compile(r"^([0-9]+):([0-9a-f]{64})$")
+
+
+def parse_head(text: str) -> tuple[int, str]:
+    """``N:HASH`` as ``run`` and ``status`` print it; bad input is a :class:`RsiError`."""
+    m = _HEAD.match(text.strip())
+    if m is None or int(m.group(1)) < 1:
+        raise RsiError(f"--head {text!r} is not N:HASH (as run and status print it)")
+    return int(m.group(1)), m.group(2)
+
+
+def _head(events: list[Any], count: int, digest: str) -> list[str]:
+    if len(events) < count:
+        return [
+            f"the chain holds {len(events)} events, fewer than the {count} of the recorded "
+            "head: it was truncated"
+        ]
+    if events[count - 1].hash != digest:
+        return [f"event {count - 1} is not the recorded head: the chain was rewritten"]
+    return []
+
 
 def lock_problems(paths: RunPaths, st: RunState) -> list[str]:
     """The recipe, evaluator and task locks against the run and each other; read-only,
@@ -251,7 +283,7 @@ def _recipe_lock_problems(paths: RunPaths, st: RunState) -> tuple[list[str], dic
     if lock.get("digest") != st.recipe_digest:
         problems.append("recipe.lock.json digest differs from the run's recipe digest")
     try:
-        frozen = yaml.safe_load(paths.recipe.read_text())
+        frozen = yamlsafe.load(paths.recipe.read_text())
     except (OSError, yaml.YAMLError) as exc:
         frozen = None
         problems.append(f"recipe.yaml is unreadable: {type(exc).__name__}")

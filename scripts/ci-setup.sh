@@ -38,9 +38,13 @@ docker_image() {
         echo "ci-setup: $IMAGE is cached" >&2
         return
     fi
-    local rootfs
+    local rootfs mirror
+    # the machine's own Debian mirror, as apt is configured here (deb822 or one-line form)
+    mirror=$(sed -nE 's/^URIs:[[:space:]]*([^[:space:]]+\/debian)[[:space:]]*$/\1/p; s/^deb[[:space:]]+([^[:space:]]+\/debian)[[:space:]].*/\1/p' \
+        /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n 1)
+    [ -n "$mirror" ] || { echo "ci-setup: no Debian mirror configured for apt" >&2; exit 1; }
     rootfs=$(mktemp -d /var/tmp/rsiframe-rootfs.XXXXXX)
-    debootstrap --variant=minbase bookworm "$rootfs" http://deb.debian.org/debian >/dev/null
+    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/dev/null
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
     tar -C "$rootfs" -c . | docker import -c 'CMD ["/bin/bash"]' - "$IMAGE" >/dev/null
     rm -rf "$rootfs"

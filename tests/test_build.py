@@ -115,7 +115,7 @@ def test_steps_see_only_their_inputs_and_no_network(tmp_path: Path) -> None:
     (entry,) = (tmp_path / "cache" / "data").iterdir()
     row = json.loads((entry / "out" / "train.jsonl").read_text().splitlines()[-1])
     assert row["completion"] == "down"
-    if b.sandbox.isolation == "bwrap":
+    if b.sandbox.kind == "bwrap":
         assert json.loads(row["prompt"]) == ["data", "out"]  # no trainer/, no harness/
 
 
@@ -256,3 +256,24 @@ def test_the_token_budget_fails_closed(tmp_path: Path, monkeypatch) -> None:  # 
     # the server refused what went past the allowance: the overdraft is one request at most
     used = status["budget"]["used"]["model_tokens"]
     assert 100 <= used < 100 + 200
+
+
+def test_a_fifo_in_the_model_is_rejected_without_hanging(tmp_path: Path) -> None:
+    import threading
+
+    seed = write_seed(tmp_path / "seed")
+    train = 'mkfifo "$RSI_MODEL_OUT/config.json"; touch "$RSI_MODEL_OUT/model.safetensors"'
+    outcome: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            builder(tmp_path, train=train).build(seed, Store().put)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=build, daemon=True)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "the build hung on a FIFO"
+    assert isinstance(outcome[0], BuildRejected)
+    assert outcome[0].stage == "train" and "special files" in outcome[0].reason

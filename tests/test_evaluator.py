@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rsiframe import sandbox as sandbox_mod
 from rsiframe.digest import sha256_bytes
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
 from rsiframe.sandbox import ProcessSandbox, bwrap_works
@@ -175,6 +176,32 @@ def test_lingering_agent_process_cannot_write_the_reward(tmp_path: Path, mode: s
     assert run.reward == 0.0
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "link", ["../tests/expected.txt", "/tests/expected.txt", "TESTS/expected.txt"]
+)
+def test_an_answer_linked_to_the_tests_scores_0_and_is_named(
+    tmp_path: Path, mode: str, link: str
+) -> None:
+    # TESTS: the host path the process fallback's verifier sees, guessed by the agent
+    tests = "$(dirname $RSI_APP)/tests" if mode == "process" else "/tests"
+    agent = f'ln -s "{link.replace("TESTS", tests)}" "$RSI_APP/answer.txt"; ln -s / "$RSI_APP/root"'
+    run, _ = _run_one(tmp_path, agent, mode)
+    assert run.reward == 0.0, run.trajectory
+    assert run.trajectory["verifier"]["stdout_tail"] == "want 42 got missing\n"
+    removed = {r["path"]: r["reason"] for r in run.trajectory["app_removed"]}
+    assert set(removed) == {"answer.txt", "root"}
+    assert removed["answer.txt"].startswith("symlink leaves /app")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_verifier_sees_what_the_agent_left_in_app(tmp_path: Path, mode: str) -> None:
+    agent = 'echo 42 > "$RSI_APP/real.txt"; ln -s real.txt "$RSI_APP/answer.txt"'
+    run, _ = _run_one(tmp_path, agent, mode)
+    assert (run.reward, run.error) == (1.0, None)
+    assert "app_removed" not in run.trajectory
+
+
 @pytest.mark.skipif(not HAVE_BWRAP, reason="platform limit: bubblewrap is missing")
 def test_agent_cannot_see_the_tests_in_bwrap(tmp_path: Path) -> None:
     agent = (
@@ -307,11 +334,11 @@ def test_fingerprint(tmp_path: Path) -> None:
 def test_fingerprint_depends_on_isolation(tmp_path: Path) -> None:
     b = _engine(tmp_path, "x", "bwrap")
     p = _engine(tmp_path, "x", "process")
-    assert (b.isolation, p.isolation) == ("bwrap", "process")
+    assert (b.isolation, p.isolation) == ("bwrap userns uid=65534 gid=65534 caps=none", "process")
     assert b.fingerprint() != p.fingerprint()
     # same config ("auto"), different sandbox actually in use: still different
     auto = _engine(tmp_path, "x", "auto")
-    assert auto.isolation == "bwrap"
+    assert auto.isolation == "bwrap userns uid=65534 gid=65534 caps=none"
     before = auto.fingerprint()
     auto.sandbox = ProcessSandbox()
     assert auto.isolation == "process"
@@ -398,3 +425,61 @@ def test_the_fingerprint_covers_the_build_config_and_code(
     other.write_text(Path(serving.__file__).read_text() + "\n# changed\n")
     monkeypatch.setattr(serving, "__file__", str(other))
     assert evaluator._code_digest() != before
+
+
+# -- per-task resource limits ---------------------------------------------------------------
+
+
+def _limited(tmp_path: Path, agent: str, mode: str = "bwrap", toml: str = "", **limits: int):  # type: ignore[no-untyped-def]
+    task = _task(tmp_path / "tasks")
+    if toml:
+        with open(task.path / "task.toml", "a") as f:
+            f.write(toml)
+        task = load_task(task.path)
+    return _run_one(tmp_path, agent, mode, task=task, limits=limits)[0]
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="platform limit: bubblewrap is missing")
+def test_an_agent_past_its_process_limit_ends_with_the_reason(tmp_path: Path) -> None:
+    agent = "echo 42 > answer.txt; for i in $(seq 100); do sleep 5 & done; wait"
+    run = _limited(tmp_path, agent, pids=30)
+    assert run.reward == 0.0
+    if sandbox_mod._pids_root() is not None:  # a pids cgroup: the breach is seen and named
+        assert run.error == "agent exceeded a limit: it reached its limit of 30 processes"
+        assert run.seconds < 5  # ended at once, not after the sleeps
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_agent_filling_app_is_stopped_with_the_reason(tmp_path: Path, mode: str) -> None:
+    agent = "echo 42 > answer.txt; while true; do head -c 1048576 /dev/zero >> big; done"
+    run = _limited(tmp_path, agent, mode, toml="[rsiframe]\napp_mb = 4\n")
+    assert run.reward == 0.0
+    assert run.error == "agent exceeded a limit: app grew past 4 MiB"
+    assert run.trajectory["limit"] == run.error
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="platform limit: bubblewrap is missing")
+def test_tmp_is_a_small_tmpfs_and_memory_is_capped(tmp_path: Path) -> None:
+    agent = (
+        "head -c 3000000 /dev/zero > /tmp/x || echo TMPFULL; "
+        "python3 -c 'bytearray(400 << 20)' 2>/dev/null || echo NOMEM; echo 42 > answer.txt"
+    )
+    run = _limited(tmp_path, agent, tmp_mb=2, memory_mb=200)
+    assert run.reward == 1.0
+    assert run.trajectory["agent"]["stdout_tail"] == "TMPFULL\nNOMEM\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_artifacts_per_task_are_capped_and_named(tmp_path: Path, mode: str) -> None:
+    agent = (
+        "echo 42 > answer.txt; for i in 1 2 3 4 5; do "
+        'yes $i | head -c 700000 > "$RSI_LOGS/agent/$i.log"; done;'
+        ' mkfifo "$RSI_LOGS/agent/pipe"; ln -s /etc/passwd "$RSI_LOGS/agent/link"'
+    )
+    run, store = _run_one(tmp_path, agent, mode, limits={"artifacts_mb": 2})
+    assert run.reward == 1.0
+    stored = [k for k in store.blobs.values() if len(k) == 700000]
+    assert len(stored) == 2
+    dropped = run.trajectory["artifacts_dropped"]
+    assert len(dropped) == 5 and any("named pipe" in d for d in dropped)
+    assert any(d.startswith("link: ") for d in dropped)

@@ -228,3 +228,15 @@ def test_diff_of_real_snapshots(tmp_path: Path) -> None:
     (d / "y.txt").chmod(0o755)
     after = snapshot(d).entries
     assert _kinds(diff(before, after)) == [("mode", "y.txt", None), ("renamed", "z.txt", "x.txt")]
+
+
+def test_a_name_that_is_not_utf8_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    from rsiframe.gittree import snapshot
+
+    (tmp_path / "ok.txt").write_text("fine")
+    with open(os.path.join(os.fsencode(tmp_path), b"bad-\xff.txt"), "w") as f:
+        f.write("x")
+    snap = snapshot(tmp_path)
+    assert list(snap.entries) == ["ok.txt"]
+    assert snap.problems == [("bad-\\xff.txt", "the path is not valid UTF-8 text")]
+    assert snap.tree_sha  # the rest still hashes

@@ -214,7 +214,7 @@ def test_resume_refuses_a_changed_evaluator(mini: Mini, monkeypatch: pytest.Monk
     res = cli("resume", out)
     assert res.exit_code == 2
     assert "evaluator changed since the run began: isolation" in res.stderr
-    assert "bwrap -> process" in res.stderr
+    assert "caps=none -> process" in res.stderr
 
 
 def test_resuming_an_ended_run_changes_nothing(mini: Mini) -> None:

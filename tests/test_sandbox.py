@@ -346,7 +346,7 @@ def test_make_sandbox_auto_picks_bwrap_here() -> None:
     assert shutil.which("bwrap")
     sb = make_sandbox("auto")
     assert isinstance(sb, BwrapSandbox)
-    assert sb.isolation == "bwrap"
+    assert sb.kind == "bwrap" and sb.isolation.startswith("bwrap userns uid=65534")
     assert isinstance(make_sandbox("bwrap"), BwrapSandbox)
     assert ProcessSandbox.isolation == "process"
 
@@ -533,3 +533,113 @@ def test_output_watcher_is_gone_before_the_output_files_close(
         )
         assert res.ok
         assert {t.ident for t in threading.enumerate()} == before
+
+
+# -- privileges: a user namespace, an unprivileged uid, no capabilities (also as root) -------
+
+
+@needs_bwrap
+def test_bwrap_runs_as_an_unprivileged_uid_with_no_capabilities(box: tuple[Mount, Path]) -> None:
+    m, host = box
+    res = _sh(BwrapSandbox(), "id -u; grep -E '^Cap(Eff|Bnd|Prm)' /proc/self/status", [m])
+    lines = res.stdout.decode().split("\n")
+    assert lines[0] == "65534"
+    assert all(line.split()[1] == "0000000000000000" for line in lines[1:4])
+    # what it writes into a writable mount still belongs to the user running rsiframe
+    _sh(BwrapSandbox(), "echo x > /box/made", [m])
+    assert (host / "made").stat().st_uid == os.getuid()
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.getuid() != 0, reason="the attack is about a sandbox started by root")
+def test_root_cannot_remount_unmask_mknod_or_plant_a_pth(box: tuple[Mount, Path]) -> None:
+    m, _ = box
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    script = (
+        "for d in /usr /etc "
+        + sys.prefix
+        + "; do mount -o remount,rw,bind $d && echo REMOUNT; done;"
+        " umount /etc/shadow && echo UMOUNT; mknod /tmp/n c 1 3 && echo MKNOD;"
+        " unshare -Urm true && echo USERNS;"
+        f" echo '# x' > {site}/rsiframe-test-planted.pth && echo PTH; true"
+    )
+    res = _sh(BwrapSandbox(), script, [m], hide=[])
+    assert res.ok and res.stdout == b"", res.stdout
+    assert not Path(site, "rsiframe-test-planted.pth").exists()
+
+
+@needs_bwrap
+def test_a_sandbox_that_keeps_host_capabilities_refuses_to_start(
+    box: tuple[Mount, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a "bubblewrap" that ignores every option: its command runs with the host's privileges
+    fake = tmp_path / "fake-bwrap"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done; shift; exec "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(sandbox, "_checked", {})
+    m, host = box
+    with pytest.raises(SandboxError, match="refuses to start: a self-check inside found host"):
+        _sh(BwrapSandbox(str(fake)), "touch /box/ran", [m])
+    assert not (host / "ran").exists()
+
+
+def test_privilege_problems_name_what_was_found() -> None:
+    status = "Uid:\t0\t0\t0\t0\nCapEff:\t000001fffeffffff\nCapBnd:\t000001fffeffffff\n"
+    init = "         0          0 4294967295\n"
+    problems = sandbox.privilege_problems(status, init, uid=65534, setup_root=False)
+    assert len(problems) == 3 and "host's user namespace" in problems[0]
+    ns = "     65534          0          1\n"
+    clean = "Uid:\t65534\t65534\t65534\t65534\nCapEff:\t0000000000000000\n"
+    assert sandbox.privilege_problems(clean, ns, uid=65534, setup_root=False) == []
+    # a set-up step may hold its namespace's capabilities, never the host's
+    assert sandbox.privilege_problems(status, "0 0 1\n", uid=65534, setup_root=True) == []
+    assert sandbox.privilege_problems(status, init, uid=65534, setup_root=True) != []
+
+
+@needs_bwrap
+def test_setup_root_is_namespace_root_and_never_sees_keys_or_a_live_run(
+    box: tuple[Mount, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m, _ = box
+    res = BwrapSandbox().run(
+        ["/bin/sh", "-c", "id -u; mount -o remount,rw,bind /usr || echo LOCKED"],
+        mounts=[m],
+        cwd=m,
+        env={},
+        timeout=20,
+        setup_root=True,
+    )
+    assert res.stdout.decode().split() == ["0", "LOCKED"]
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    monkeypatch.setenv("RSIFRAME_KEY_DIR", str(keys))
+    with pytest.raises(SandboxError, match="a set-up step may not mount"):
+        BwrapSandbox().run(
+            ["true"], mounts=[Mount(tmp_path, "/x")], cwd=m, env={}, timeout=20, setup_root=True
+        )
+    run = tmp_path / "run"
+    (run / "work" / "trial").mkdir(parents=True)
+    from rsiframe import keys
+
+    monkeypatch.setattr(keys, "_protected", {})
+    keys.protect(run, run / "work")
+    inside = Mount(run / "work" / "trial", "/app", writable=True)
+    assert (
+        BwrapSandbox()
+        .run(["true"], mounts=[inside], cwd=inside, env={}, timeout=20, setup_root=True)
+        .ok
+    )
+    with pytest.raises(SandboxError, match="a set-up step may not mount"):
+        BwrapSandbox().run(
+            ["true"], mounts=[Mount(run, "/r")], cwd=m, env={}, timeout=20, setup_root=True
+        )
+
+
+def test_sandbox_ids_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sandbox.sandbox_ids() == (65534, 65534)
+    monkeypatch.setenv("RSIFRAME_SANDBOX_UID", "1234")
+    assert BwrapSandbox().isolation == "bwrap userns uid=1234 gid=65534 caps=none"
+    for bad in ("0", "x"):
+        monkeypatch.setenv("RSIFRAME_SANDBOX_UID", bad)
+        with pytest.raises(SandboxError, match="RSIFRAME_SANDBOX_UID"):
+            sandbox.sandbox_ids()

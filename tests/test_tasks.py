@@ -167,6 +167,26 @@ def test_boolean_timeout_is_not_a_number(tmp_path: Path) -> None:
 # -- digests -------------------------------------------------------------------------------
 
 
+def test_limits_come_from_the_rsiframe_table(tmp_path: Path) -> None:
+    t = _task(tmp_path, "a", toml="[rsiframe]\npids = 64\napp_mb = 32\n")
+    assert load_task(t).limits == {"pids": 64, "app_mb": 32}
+    assert load_task(_task(tmp_path, "b")).limits == {}
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ("pids = 0", "pids must be a positive integer"),
+        ("tmp_mb = true", "tmp_mb must be a positive integer"),
+        ("disk = 3", "disk is not a limit"),
+    ],
+)
+def test_bad_limits_are_named(tmp_path: Path, table: str, message: str) -> None:
+    t = _task(tmp_path, "a", toml=f"[rsiframe]\n{table}\n")
+    with pytest.raises(TaskSetError, match=message):
+        load_task(t)
+
+
 def test_file_rows_kinds(tmp_path: Path) -> None:
     t = _task(tmp_path, "a")
     (t / "environment" / "link").symlink_to("input.txt")

@@ -144,7 +144,7 @@ def test_happy_path_mutates_the_work_folder(tmp_path: Path) -> None:
         "source": "import",
     }
     assert m.usage.tokens == 7
-    assert m.sandbox is not None and m.sandbox.isolation == "bwrap"
+    assert m.sandbox is not None and m.sandbox.isolation.startswith("bwrap userns")
     assert m.sandbox.network == []
 
 
@@ -324,7 +324,7 @@ def test_validate_and_novelty_slots(tmp_path: Path) -> None:
     vctx = ValidateContext(FakeRun(), random.Random(0), 1, "c9", PARENT, work, [{"kind": "M"}])
     check = make_op("validate", src, cls="V").validate(vctx)
     assert isinstance(check, Check) and check.ok and check.reason == "1"
-    assert check.sandbox is not None and check.sandbox.isolation == "bwrap"
+    assert check.sandbox is not None and check.sandbox.isolation.startswith("bwrap userns")
     nctx = NoveltyContext(FakeRun(), random.Random(0), 1, "c9", PARENT, "b" * 40, [])
     assert not make_op("novelty", src, cls="N").novelty(nctx).ok
     nctx2 = NoveltyContext(FakeRun(), random.Random(0), 1, "c9", PARENT, "e" * 40, [])
@@ -410,7 +410,9 @@ def test_a_run_with_the_candidates_own_mutator(tmp_path: Path) -> None:
     assert [c["description"] for c in kids] == ["level 2", "level 3"]
     assert kids[0]["state"] == "admitted"  # level 2 solves gate task t2; level 3 adds none
     mutated = [e for e in events(out) if e["type"] == "candidate_mutated"][1:]
-    assert all(e["data"]["sandbox"]["mutate"]["isolation"] == "bwrap" for e in mutated)
+    assert all(
+        e["data"]["sandbox"]["mutate"]["isolation"].startswith("bwrap userns") for e in mutated
+    )
 
 
 def test_a_bad_result_rejects_the_child_and_the_run_goes_on(tmp_path: Path) -> None:

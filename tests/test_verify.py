@@ -201,3 +201,19 @@ def test_a_sat3_run_reproduces_exactly(tmp_path: Path) -> None:
     rep = report["reproduce"]
     assert rep["tasks"] == 60 and rep["max_deviation"] == 0.0
     assert digest(out) == before
+
+
+def test_a_recorded_head_detects_truncation_and_rewrites() -> None:
+    from types import SimpleNamespace
+
+    from rsiframe.errors import RsiError
+    from rsiframe.verify import _head, parse_head
+
+    events = [SimpleNamespace(hash=c * 64) for c in "abc"]
+    assert _head(events, 3, "c" * 64) == [] and _head(events, 2, "b" * 64) == []
+    assert "truncated" in _head(events[:2], 3, "c" * 64)[0]
+    assert "rewritten" in _head(events, 3, "d" * 64)[0]
+    assert parse_head(f"3:{'c' * 64}") == (3, "c" * 64)
+    for bad in ("3", "0:" + "c" * 64, "x:y", "3:" + "C" * 64):
+        with pytest.raises(RsiError, match="is not N:HASH"):
+            parse_head(bad)

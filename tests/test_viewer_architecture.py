@@ -15,8 +15,10 @@ READ_SIDE = {
     "rsiframe.digest",
     "rsiframe.errors",
     "rsiframe.gittree",
+    "rsiframe.gridspec",
     "rsiframe.loader",
     "rsiframe.schema",
+    "rsiframe.models_schema",
     "rsiframe.api",
     "rsiframe.records",
     "rsiframe.report",
@@ -30,6 +32,7 @@ BELOW_READ_SIDE = {
     "rsiframe.events",
     "rsiframe.faults",
     "rsiframe.keys",
+    "rsiframe.safefile",
     "rsiframe.surface",
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rsiframe.errors import RunFolderError
+from rsiframe.gridspec import read_grid
 from rsiframe.runfolder import RunPaths
 
 
@@ -13,7 +14,8 @@ def is_run(path: Path) -> bool:
 
 
 def find_runs(path: Path) -> list[Path]:
-    """One run folder, or the run folders one level below ``path`` (sorted by name)."""
+    """One run folder, or the run folders below ``path``: one level down, and inside
+    ablate grids one level down (sorted by name)."""
     path = Path(path).resolve()
     if not path.is_dir():
         raise RunFolderError("no such folder", where=str(path))
@@ -21,6 +23,9 @@ def find_runs(path: Path) -> list[Path]:
         RunPaths(path).check()
         return [path]
     runs = sorted(p for p in path.iterdir() if p.is_dir() and is_run(p))
+    # an ablate grid's runs sit one level deeper (<path>/<grid>/<op>-r<r>/)
+    for grid in sorted(p for p in path.iterdir() if read_grid(p) is not None):
+        runs += sorted(p for p in grid.iterdir() if p.is_dir() and is_run(p))
     if not runs:
         raise RunFolderError("not a run folder, and holds no run folders", where=str(path))
     return runs

@@ -700,3 +700,7 @@ SCENARIOS: dict[str, Scenario] = {
     "malformed_result": malformed_result,
     "oversized_result": oversized_result,
 }
+
+# the security review's scenarios (issue 10) live in their own module, which adds them to
+# SCENARIOS when it is imported; imported last, as they build on the helpers above
+import rsiframe.selftest.hostile  # noqa: E402, F401

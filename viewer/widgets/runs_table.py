@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
+from rsiframe.gridspec import cell_of
 from rsiframe.state import Candidate
 from rsiframe.viewer import fmt
 from rsiframe.viewer.messages import RunChosen
@@ -49,16 +50,40 @@ def run_cells(s: RunSource) -> list:
         ]
 
 
+def grid_group(s: RunSource) -> tuple[str, int, int] | None:
+    """(label, operator index, repeat) when the run is a cell of an ablate grid."""
+    cell = cell_of(s.root)
+    if cell is None:
+        return None
+    spec, op, repeat = cell
+    return f"{s.root.parent.name}: {spec.slot}={op}", spec.operators.index(op), repeat
+
+
 class RunsTable(DataTable):
+    """One row per run; the runs of an ablate grid are grouped by operator (a grid column)."""
+
     def __init__(self, sources: list[RunSource], **kw) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)
-        self.sources = {str(s.root): s for s in sources}
+        groups = {str(s.root): grid_group(s) for s in sources}
+        self.grouped = any(g is not None for g in groups.values())
+
+        def order(s: RunSource) -> tuple:
+            g = groups[str(s.root)]
+            return (0, "", 0, 0) if g is None else (1, s.root.parent.name, g[1], g[2])
+
+        ordered = sorted(sources, key=order) if self.grouped else sources
+        self.sources = {str(s.root): s for s in ordered}
+        self.groups = groups
 
     def on_mount(self) -> None:
+        if self.grouped:
+            self.add_column("grid", key="grid")
         for key, label in COLUMNS:
             self.add_column(label, key=key)
         for key, s in self.sources.items():
-            self.add_row(*run_cells(s), key=key)
+            g = self.groups[key]
+            lead = [Text(g[0] if g else "—", style="cyan")] if self.grouped else []
+            self.add_row(*lead, *run_cells(s), key=key)
 
     def refresh_source(self, s: RunSource) -> None:
         key = str(s.root)

@@ -1,0 +1,143 @@
+"""The verifier's own copy of a trial's ``/app``: what the agent left, and nothing it links to.
+
+After the agent phase (and every process it started) has ended, the evaluator copies
+the agent's ``/app`` into a fresh folder that no agent process ever had mounted; the
+verifier phase gets only that copy. The copy walks the agent's folder by directory file
+descriptors without following links, so nothing the agent (or a process it left behind)
+does during the copy can redirect it:
+
+- regular files are copied by content (:mod:`rsiframe.safefile`), which also breaks hard
+  links to files elsewhere; the executable bit is kept, set-uid/set-gid bits are not;
+- a symlink is kept only when it resolves inside ``/app`` (through the tree's other
+  links, as the kernel would); one that leaves it (``/tests/...``, ``../tests/...``,
+  ``/logs/verifier``, a host path) is dropped;
+- FIFOs, sockets and devices are dropped;
+- past ``max_bytes`` (or ``max_files``) the copy stops: the task ends with that reason.
+
+Every dropped entry comes back as a :class:`Removed` for the trial's evidence.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rsiframe.safefile import UnsafeFile, open_regular
+
+#: the path the agent and the verifier see the copied folder at
+INSIDE = "/app"
+_MAX_HOPS = 40
+
+
+@dataclass(frozen=True)
+class Removed:
+    path: str  # relative to /app
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+class AppTooLarge(Exception):
+    """The agent's /app is past the task's limit; the message says by how much."""
+
+
+def resolves_inside(rel: str, links: dict[str, str]) -> bool:
+    """Whether the link at ``rel`` (relative to the app root) resolves inside the root,
+    following the other ``links`` of the tree (``{relative path: target}``)."""
+    hops = 0
+
+    def walk(start: list[str], target: str) -> list[str] | None:
+        nonlocal hops
+        if target.startswith("/"):
+            if target != INSIDE and not target.startswith(INSIDE + "/"):
+                return None
+            start, target = [], target[len(INSIDE) :].lstrip("/")
+        parts = list(start)
+        for comp in target.split("/"):
+            if comp in ("", "."):
+                continue
+            if comp == "..":
+                if not parts:
+                    return None
+                parts.pop()
+                continue
+            parts.append(comp)
+            joined = "/".join(parts)
+            if joined in links:
+                hops += 1
+                if hops > _MAX_HOPS:
+                    return None
+                resolved = walk(parts[:-1], links[joined])
+                if resolved is None:
+                    return None
+                parts = resolved
+        return parts
+
+    return walk(rel.split("/")[:-1], links[rel]) is not None
+
+
+def freeze(src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000) -> list[Removed]:
+    """Copy ``src`` to the new folder ``dst`` as described above; the entries dropped."""
+    removed: list[Removed] = []
+    links: dict[str, str] = {}
+    total = files = 0
+    dst.mkdir(parents=True)
+    for dirpath, dirnames, filenames, dfd in os.fwalk(src, follow_symlinks=False):
+        rel_dir = os.path.relpath(dirpath, src)
+        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+        out_dir = dst / rel_dir
+        for name in sorted(dirnames):
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            rel = posixpath.join(rel_dir, name)
+            if stat.S_ISLNK(st.st_mode):  # fwalk lists links to folders as folders
+                links[rel] = os.readlink(name, dir_fd=dfd)
+            else:
+                (out_dir / name).mkdir(mode=0o755)
+        dirnames[:] = [d for d in dirnames if posixpath.join(rel_dir, d) not in links]
+        for name in sorted(filenames):
+            rel = posixpath.join(rel_dir, name)
+            files += 1
+            if files > max_files:
+                raise AppTooLarge(f"/app holds more than {max_files} files")
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                links[rel] = os.readlink(name, dir_fd=dfd)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                removed.append(Removed(rel, f"not a regular file (mode {st.st_mode:o})"))
+                continue
+            try:
+                fd = open_regular(name, dir_fd=dfd)
+            except UnsafeFile as exc:  # swapped for something else during the copy
+                removed.append(Removed(rel, f"changed during the copy: {exc}"))
+                continue
+            except OSError as exc:  # gone, or made unreadable by the agent
+                removed.append(Removed(rel, f"unreadable: {exc.strerror}"))
+                continue
+            try:
+                total = _copy(fd, out_dir / name, total, max_bytes)
+            finally:
+                os.close(fd)
+            mode = 0o755 if st.st_mode & stat.S_IXUSR else 0o644
+            os.chmod(out_dir / name, mode)
+    for rel in sorted(links):
+        target = links[rel]
+        if resolves_inside(rel, links):
+            os.symlink(target, dst / rel)
+        else:
+            removed.append(Removed(rel, f"symlink leaves /app (-> {target})"))
+    return removed
+
+
+def _copy(fd: int, out: Path, total: int, max_bytes: int) -> int:
+    with open(out, "xb") as f:
+        while chunk := os.read(fd, 1 << 20):
+            total += len(chunk)
+            if total > max_bytes:
+                raise AppTooLarge(f"/app grew past {max_bytes >> 20} MiB")
+            f.write(chunk)
+    return total

@@ -1,0 +1,382 @@
+"""``rsiframe compare``: methods side by side, from verified runs only.
+
+A *method* is a run's resolved recipe without ``name`` and ``random_seed`` (its digest is
+the method digest), so repeat runs that differ only by seed form one row. Each row holds
+the champion's train, gate and sealed score: the mean over runs with a 95 % bootstrap CI
+(over runs when there are two or more, over the champion's tasks when there is one).
+
+Every run is verified first with verify's read side (:func:`load_run`: the hash chain and
+its signature, every certificate's signature and binding; :func:`lock_problems`); scores
+come from that fold, which admits only verified, bound records. Runs with different
+task-set or evaluator fingerprints are refused, naming what differs, unless forced.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rsiframe.digest import sha256_json
+from rsiframe.errors import MixedRuns, RsiError, RunFolderError, RunNotVerified
+from rsiframe.loader import load_run
+from rsiframe.runfolder import RunPaths
+from rsiframe.stats import Estimate, bootstrap_ci, mean, prob_greater
+from rsiframe.verify import lock_problems
+
+SPLITS = ("train", "gate", "sealed")
+METHOD_EXCLUDES = ("name", "random_seed")
+#: runs per worker process before reading in parallel pays for starting processes
+PER_WORKER = 4
+
+
+def method_digest(resolved: dict[str, Any]) -> str:
+    """The digest of a resolved recipe without the keys a repeat run may change."""
+    return sha256_json({k: v for k, v in resolved.items() if k not in METHOD_EXCLUDES})
+
+
+@dataclass
+class CurvePoint:
+    evaluations: int
+    cost: float
+    best_gate: float
+
+
+@dataclass
+class RunData:
+    """What compare needs of one verified run."""
+
+    path: Path
+    run_id: str
+    name: str
+    state: str
+    random_seed: int
+    method: str
+    taskset_fingerprint: str
+    evaluator_fingerprint: str
+    champion: str | None
+    scores: dict[str, float | None]
+    rewards: dict[str, dict[str, float]]  # the champion's, per split and task
+    seed_rewards: dict[str, dict[str, float]]
+    evaluations: int
+    tokens: int
+    cost: float
+    wall_s: float
+    records: int
+    curve: list[CurvePoint] = field(default_factory=list)
+
+
+@dataclass
+class Method:
+    name: str
+    digest: str
+    runs: list[RunData]
+    scores: dict[str, Estimate | None]
+    over: str  # "runs" or "tasks"
+
+    def usage(self, attr: str) -> float:
+        return mean([float(getattr(r, attr)) for r in self.runs])
+
+
+@dataclass
+class Pair:
+    a: str
+    b: str
+    p_a_beats_b_sealed: float | None
+    over: str  # "runs (paired by seed)", "runs", "tasks"
+
+
+@dataclass
+class Comparison:
+    methods: list[Method]
+    pairs: list[Pair]
+    refused: list[dict[str, Any]]
+    by: str
+
+    def to_json(self) -> dict[str, Any]:
+        def est(e: Estimate | None) -> dict[str, Any]:
+            if e is None:
+                return {"mean": None, "ci": [None, None], "n": 0}
+            return {"mean": e.mean, "ci": [e.lo, e.hi], "n": e.n}
+
+        return {
+            "methods": [
+                {
+                    "name": m.name,
+                    "method_digest": m.digest,
+                    "runs": [r.run_id for r in m.runs],
+                    **{s: est(m.scores[s]) for s in SPLITS},
+                    "evaluations": m.usage("evaluations"),
+                    "model_tokens": m.usage("tokens"),
+                    "cost_usd": m.usage("cost"),
+                    "wall_s": m.usage("wall_s"),
+                }
+                for m in self.methods
+            ],
+            "pairs": [
+                {"a": p.a, "b": p.b, "p_a_beats_b_sealed": p.p_a_beats_b_sealed} for p in self.pairs
+            ],
+            "refused": self.refused,
+        }
+
+
+# -- finding and reading runs -----------------------------------------------------------
+
+
+def _is_run(path: Path) -> bool:
+    return (path / "events.jsonl").is_file() and (path / "recipe.lock.json").is_file()
+
+
+def find_runs(paths: list[Path]) -> list[Path]:
+    """Run folders named by ``paths``: a run itself, or runs up to two levels below."""
+    found: list[Path] = []
+    for p in paths:
+        p = Path(p).resolve()
+        if not p.is_dir():
+            raise RunFolderError("no such folder", where=str(p))
+        if _is_run(p):
+            found.append(p)
+            continue
+        inner = sorted(q for q in p.iterdir() if q.is_dir() and _is_run(q))
+        inner += sorted(
+            r
+            for q in sorted(p.iterdir())
+            if q.is_dir() and not _is_run(q)
+            for r in q.iterdir()
+            if r.is_dir() and _is_run(r)
+        )
+        if not inner:
+            raise RunFolderError("not a run folder, and holds no run folders", where=str(p))
+        found += inner
+    return list(dict.fromkeys(found))
+
+
+def _curve(loaded: Any) -> list[CurvePoint]:
+    """Best admitted gate score so far, after each gate decision (scores: verified only)."""
+    st = loaded.state
+    evaluations, cost, best = 0, 0.0, None
+    points = []
+    for ev in loaded.events:
+        if ev.type == "evaluation_started":
+            evaluations += 1
+        elif ev.type == "usage":
+            cost += float(ev.data.get("cost", 0.0))
+        elif ev.type == "candidate_gated" and ev.data.get("admit"):
+            c = st.candidates.get(ev.data.get("id"))
+            score = c.score("gate") if c is not None and c.state == "admitted" else None
+            if score is not None and (best is None or score > best):
+                best = score
+                points.append(CurvePoint(evaluations, cost, best))
+    if best is not None:
+        points.append(CurvePoint(evaluations, cost, best))
+    return points
+
+
+def read_run(path: Path) -> RunData:
+    """Verify the run's archive and read it; :class:`RunNotVerified` when a check fails.
+
+    The checks are verify's read side: the hash chain and its newest signature (which
+    covers every event before it), every certificate's signature and binding (the fold),
+    the state, and the recipe, task and evaluator locks. ``rsiframe verify`` adds the
+    commits in repo.git and the evidence files, which hold no scores.
+    """
+    try:
+        loaded = load_run(path)
+    except RsiError as exc:
+        raise RunNotVerified(f"fails verification: {exc.message}", where=str(path)) from exc
+    problems = loaded.state.problems + lock_problems(loaded.paths, loaded.state)
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RunNotVerified(f"fails verification: {problems[0]}{more}", where=str(path))
+    st = loaded.state
+    resolved = loaded.paths.read_json(loaded.paths.recipe_lock)["resolved"]
+    champ, seed = st.champion(), st.seed
+
+    def rewards(c: Any) -> dict[str, dict[str, float]]:
+        out = {}
+        for split in SPLITS:
+            rec = c.record(split) if c is not None else None
+            if rec is not None:
+                out[split] = dict(rec.predicate.rewards)
+        return out
+
+    return RunData(
+        path=loaded.paths.root,
+        run_id=st.run_id,
+        name=st.name,
+        state=loaded.run_state(),
+        random_seed=int(resolved.get("random_seed", 0)),
+        method=method_digest(resolved),
+        taskset_fingerprint=st.taskset_fingerprint,
+        evaluator_fingerprint=st.evaluator_fingerprint,
+        champion=champ.id if champ else None,
+        scores={s: (champ.score(s) if champ else None) for s in SPLITS},
+        rewards=rewards(champ),
+        seed_rewards=rewards(seed),
+        evaluations=st.evaluations,
+        tokens=st.tokens,
+        cost=st.cost,
+        wall_s=st.wall_seconds(),
+        records=st.records,
+        curve=_curve(loaded),
+    )
+
+
+def _read_or_why(path: Path) -> RunData | str:
+    try:
+        return read_run(path)
+    except RunNotVerified as exc:
+        return str(exc)
+
+
+def read_runs(paths: list[Path]) -> list[RunData]:
+    """Read every run (in worker processes when there are many); every run that fails
+    verification is named in one error."""
+    found = find_runs(paths)
+    workers = min(os.cpu_count() or 1, len(found) // PER_WORKER)
+    if workers >= 2:
+        with ProcessPoolExecutor(workers) as pool:
+            results = list(pool.map(_read_or_why, found))
+    else:
+        results = [_read_or_why(p) for p in found]
+    runs = [r for r in results if isinstance(r, RunData)]
+    bad = [r for r in results if isinstance(r, str)]
+    if bad:
+        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise RunNotVerified(f"{bad[0]}{more}; compare reads only verified runs")
+    return runs
+
+
+# -- mixing task sets and evaluators ------------------------------------------------------
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _what_differs(a: Path, b: Path, lock: str) -> str:
+    fa, fb = (_flat(RunPaths(p).read_json(RunPaths(p).root / lock)) for p in (a, b))
+    keys = sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
+    keys = [k for k in keys if k != "fingerprint"] or keys
+    shown = ", ".join(keys[:4]) + (f" (+{len(keys) - 4} more)" if len(keys) > 4 else "")
+    return shown or "the fingerprint"
+
+
+def check_mixed(runs: list[RunData], force: bool) -> list[dict[str, Any]]:
+    """Runs whose task set or evaluator differs from the first run's; raises unless forced."""
+    refused = []
+    ref = runs[0]
+    for what, attr, lock in (
+        ("task-set fingerprint", "taskset_fingerprint", "tasks.lock.json"),
+        ("evaluator fingerprint", "evaluator_fingerprint", "evaluator.lock.json"),
+    ):
+        odd = [r for r in runs if getattr(r, attr) != getattr(ref, attr)]
+        if not odd:
+            continue
+        differs = _what_differs(ref.path, odd[0].path, lock)
+        message = (
+            f"{odd[0].path.name} has a different {what} than {ref.path.name} "
+            f"({lock} differs in {differs})"
+        )
+        if not force:
+            others = f" and {len(odd) - 1} more run(s)" if len(odd) > 1 else ""
+            raise MixedRuns(f"{message}{others}; use --force to compare them anyway")
+        refused.append(
+            {
+                "what": what,
+                "differs": differs,
+                "reference": ref.run_id,
+                "runs": [r.run_id for r in odd],
+            }
+        )
+    return refused
+
+
+# -- methods and pairs --------------------------------------------------------------------
+
+
+def _method_name(runs: list[RunData], by: str) -> str:
+    if by == "run":
+        return f"{runs[0].path.parent.name}/{runs[0].path.name}"
+    names = list(dict.fromkeys(r.name for r in runs))
+    return names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1} names)"
+
+
+def _per_task_means(runs: list[RunData], split: str) -> dict[str, float]:
+    tasks: dict[str, list[float]] = {}
+    for r in runs:
+        for t, v in r.rewards.get(split, {}).items():
+            tasks.setdefault(t, []).append(v)
+    return {t: mean(v) for t, v in sorted(tasks.items())}
+
+
+def _estimate(runs: list[RunData], split: str) -> tuple[Estimate | None, str]:
+    values = [s for r in runs if (s := r.scores[split]) is not None]
+    if len(values) >= 2:
+        return bootstrap_ci(values), "runs"
+    per_task = list(_per_task_means(runs, split).values())
+    return (bootstrap_ci(per_task), "tasks") if per_task else (None, "tasks")
+
+
+def group(runs: list[RunData], by: str) -> list[Method]:
+    groups: dict[str, list[RunData]] = {}
+    for r in runs:
+        key = r.run_id if by == "run" else r.method
+        groups.setdefault(key, []).append(r)
+    methods = []
+    for key, members in groups.items():
+        members.sort(key=lambda r: (r.random_seed, r.path.name))
+        scores: dict[str, Estimate | None] = {}
+        overs = set()
+        for split in SPLITS:
+            scores[split], over = _estimate(members, split)
+            overs.add(over)
+        digest = members[0].method
+        methods.append(
+            Method(
+                _method_name(members, by),
+                digest if by == "recipe" else key,
+                members,
+                scores,
+                "runs" if overs == {"runs"} else "tasks",
+            )
+        )
+    names = [m.name for m in methods]
+    for m in methods:  # two methods may share a name (a --set that kept it): tell them apart
+        if names.count(m.name) > 1:
+            m.name = f"{m.name}#{m.digest[:8]}"
+    return methods
+
+
+def _pair(a: Method, b: Method) -> Pair:
+    sa = [(r.random_seed, s) for r in a.runs if (s := r.scores["sealed"]) is not None]
+    sb = [(r.random_seed, s) for r in b.runs if (s := r.scores["sealed"]) is not None]
+    if len(sa) >= 2 and len(sb) >= 2:
+        da, db = dict(sa), dict(sb)
+        if len(da) == len(sa) and len(db) == len(sb) and da.keys() == db.keys():
+            seeds = sorted(da)
+            p = prob_greater([da[k] for k in seeds], [db[k] for k in seeds], paired=True)
+            return Pair(a.name, b.name, p, "runs, paired by seed")
+        p = prob_greater([s for _, s in sa], [s for _, s in sb])
+        return Pair(a.name, b.name, p, "runs")
+    ta, tb = _per_task_means(a.runs, "sealed"), _per_task_means(b.runs, "sealed")
+    common = sorted(ta.keys() & tb.keys())
+    if not common:
+        return Pair(a.name, b.name, None, "no sealed scores")
+    p = prob_greater([ta[t] for t in common], [tb[t] for t in common], paired=True)
+    return Pair(a.name, b.name, p, "tasks, paired")
+
+
+def compare(paths: list[Path], *, by: str = "recipe", force: bool = False) -> Comparison:
+    runs = read_runs(paths)
+    refused = check_mixed(runs, force)
+    methods = group(runs, by)
+    pairs = [_pair(a, b) for i, a in enumerate(methods) for b in methods[i + 1 :]]
+    return Comparison(methods, pairs, refused, by)

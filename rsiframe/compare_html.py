@@ -1,0 +1,173 @@
+"""``compare --png DIR`` and ``--html FILE``: the best-gate-so-far plots with matplotlib, and
+one self-contained HTML file (tables plus the plots as data URIs: no server, no internet)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+from rsiframe.compare import SPLITS, Comparison, RunData
+from rsiframe.compare_view import (
+    fmt_estimate,
+    has_cost,
+    method_curve,
+    task_matrix,
+)
+
+LINESTYLES = ("-", "--", ":", "-.")  # methods with identical curves stay visible
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _run_steps(run: RunData, axis: str) -> tuple[list[float], list[float]]:
+    xs = [float(p.evaluations if axis == "evaluations" else p.cost) for p in run.curve]
+    return xs, [p.best_gate for p in run.curve]
+
+
+def plot_png(report: Comparison, axis: str) -> bytes:
+    """Best admitted gate so far against ``axis`` (evaluations or cost): each run thin, the
+    mean over a method's runs thick."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=120)
+    for i, m in enumerate(report.methods):
+        colour = PALETTE[i % len(PALETTE)]
+        for r in m.runs:
+            xs, ys = _run_steps(r, axis)
+            if xs:
+                ax.step(xs, ys, where="post", color=colour, alpha=0.18, linewidth=0.8)
+        curve = method_curve(m, axis)
+        if curve:
+            xs, ys = zip(*curve, strict=True)
+            label = f"{m.name} (n={len(m.runs)})"
+            style = LINESTYLES[i % len(LINESTYLES)]
+            ax.step(xs, ys, where="post", color=colour, linewidth=2.0, linestyle=style, label=label)
+    ax.set_xlabel("evaluations" if axis == "evaluations" else "cost (USD)")
+    ax.set_ylabel("best admitted gate score so far")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def pngs(report: Comparison) -> dict[str, bytes]:
+    axes = ("evaluations", "cost") if has_cost(report) else ("evaluations",)
+    return {f"best-gate-vs-{axis}.png": plot_png(report, axis) for axis in axes}
+
+
+def write_pngs(report: Comparison, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in pngs(report).items():
+        (folder / name).write_bytes(data)
+        written.append(folder / name)
+    return written
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    trs = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.note { color: #666; font-size: 13px; } .forced { color: #b00; font-weight: bold; }
+"""
+
+
+def render_html(report: Comparison) -> str:
+    methods = [
+        [
+            m.name,
+            str(len(m.runs)) + ("" if m.over == "runs" else " *"),
+            *(fmt_estimate(m.scores[s]) for s in SPLITS),
+            f"{m.usage('evaluations'):.0f}",
+            f"{m.usage('tokens'):.0f}",
+            f"{m.usage('cost'):.4g}",
+            f"{m.usage('wall_s'):.0f} s",
+        ]
+        for m in report.methods
+    ]
+    pairs = [
+        [p.a, p.b, "—" if p.p_a_beats_b_sealed is None else f"{p.p_a_beats_b_sealed:.3f}", p.over]
+        for p in report.pairs
+    ]
+    runs = [
+        [
+            m.name,
+            r.run_id,
+            str(r.random_seed),
+            r.state,
+            r.champion or "—",
+            *("—" if r.scores[s] is None else f"{r.scores[s]:.3f}" for s in SPLITS),
+            str(r.evaluations),
+            str(r.records),
+            str(r.path),
+        ]
+        for m in report.methods
+        for r in m.runs
+    ]
+    plots = "".join(
+        f"<h2>{html.escape(name.removesuffix('.png'))}</h2>"
+        f'<img alt="{html.escape(name)}" src="data:image/png;base64,'
+        f'{base64.b64encode(data).decode()}">'
+        for name, data in pngs(report).items()
+    )
+    forced = "".join(
+        f'<p class="forced">forced: {len(r["runs"])} run(s) have a different '
+        f"{html.escape(r['what'])} ({html.escape(r['differs'])}); shown anyway</p>"
+        for r in report.refused
+    )
+    n_runs = sum(len(m.runs) for m in report.methods)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        "<title>rsiframe compare</title>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>rsiframe compare: {len(report.methods)} methods, {n_runs} runs</h1>",
+        f"<p class='note'>Every run passed verify; scores are the champions' verified records."
+        f" Mean with 95 % bootstrap CI over runs (* over tasks when a method has one run)."
+        f" Made {html.escape(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}.</p>",
+        forced,
+        _table(
+            ["method", "runs", *SPLITS, "evals", "tokens", "cost", "wall"],
+            methods,
+        ),
+        "<h2>P(A &gt; B) on sealed</h2>",
+        _table(["A", "B", "P(A > B)", "over"], pairs),
+        plots,
+        "<h2>per task: seed → champion (mean over runs)</h2>",
+        _table(["split", "task", *(m.name for m in report.methods)], task_matrix(report, SPLITS)),
+        "<h2>runs</h2>",
+        _table(
+            ["method", "run", "seed", "state", "champion", *SPLITS, "evals", "records", "path"],
+            runs,
+        ),
+        "</body></html>\n",
+    ]
+    return "".join(parts)
+
+
+def write_html(report: Comparison, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(report))
+    return path

@@ -1,0 +1,59 @@
+"""rsiframe.appcopy: the verifier's copy of /app keeps what stays inside and drops links out."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rsiframe.appcopy import AppTooLarge, freeze, resolves_inside
+
+
+def test_links_out_of_app_are_dropped_and_named(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("a")
+    links = {
+        "answers.jsonl": "../tests/expected.jsonl",
+        "abs": "/tests/x",
+        "absin": "/app/a.txt",
+        "relin": "sub/../a.txt",
+        "vlogs": "/logs/verifier",
+        "self": ".",
+        "chain": "self/../..",
+        "sub/up": "..",
+        "sub/viaup": "up/a.txt",
+        "sub/out2": "up/..",
+    }
+    for rel, target in links.items():
+        os.symlink(target, src / rel)
+    os.mkfifo(src / "fifo")
+    os.link(src / "a.txt", src / "hard")
+    (src / "run.sh").write_text("#!/bin/sh\n")
+    (src / "run.sh").chmod(0o4755)
+    removed = {r.path: r.reason for r in freeze(src, tmp_path / "dst", max_bytes=1 << 20)}
+    assert set(removed) == {"answers.jsonl", "abs", "vlogs", "chain", "sub/out2", "fifo"}
+    assert removed["answers.jsonl"] == "symlink leaves /app (-> ../tests/expected.jsonl)"
+    dst = tmp_path / "dst"
+    assert sorted(os.listdir(dst)) == ["a.txt", "absin", "hard", "relin", "run.sh", "self", "sub"]
+    assert (dst / "sub" / "viaup").read_text() == "a"
+    # the hard link is a copy now; the set-uid bit is gone, the executable bit kept
+    assert (dst / "hard").stat().st_nlink == 1 and (dst / "hard").read_text() == "a"
+    assert oct((dst / "run.sh").stat().st_mode & 0o7777) == "0o755"
+
+
+def test_resolution_follows_the_tree_as_the_kernel_would() -> None:
+    links = {"d": "x/y", "x/y": "../..", "ok": "d/../x"}
+    assert not resolves_inside("d", links)
+    assert resolves_inside("x/y", {"x/y": ".."})
+    loop = {"a": "b", "b": "a"}
+    assert not resolves_inside("a", loop)
+
+
+def test_an_app_past_its_limit_stops_the_copy(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big").write_bytes(b"x" * 5000)
+    with pytest.raises(AppTooLarge, match="/app grew past"):
+        freeze(src, tmp_path / "dst", max_bytes=4096)
