@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rsiframe.archive import Event, read_events
+from rsiframe.archive import Event, check_chain, read_events
 from rsiframe.errors import ArchiveCorrupt, RunFolderError
 from rsiframe.runfolder import RunPaths, is_live
 from rsiframe.signing import EVENT_TYPE, BadSignature, RecordVerifier
@@ -73,13 +73,15 @@ def load_run(
     ``snapshot`` (resume only, never ``verify``) starts from the run's signed state
     snapshot when it verifies and matches the archive (:mod:`rsiframe.snapshot`), and
     checks and folds only the events after it; ``events`` then begins at the
-    snapshot's event. A snapshot that does not match is ignored, with a note.
+    snapshot's event. The hash chain before it is still checked (no line parsed, no
+    certificate rechecked). A snapshot that does not match is ignored, with a note.
     """
     paths = RunPaths(Path(root).resolve()).check()
     verifier = open_verifier(paths)
     notes = []
     snap, why = load_snapshot(paths.root, verifier) if snapshot else (None, "")
     if snap is not None:
+        check_chain(paths.root, snap.end)  # every link still checked; no line parsed or folded
         loaded = read_events(paths.root, after=snap.head, offset=snap.end)
         loaded.events.insert(0, snap.head)
         state = snap.state

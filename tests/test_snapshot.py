@@ -99,15 +99,22 @@ def test_an_event_after_the_snapshot_is_still_checked(run: Path, tmp_path: Path)
         load_run(run, snapshot=True)
 
 
-def test_verify_never_trusts_the_snapshot(run: Path) -> None:
-    """An edit before the snapshot's event: resume does not reread it, verify does."""
+def test_an_edit_before_the_snapshot_breaks_the_chain_for_resume_and_verify(run: Path) -> None:
     lines = _lines(run)
     i = next(i for i, line in enumerate(lines) if b'"type":"candidate_gated"' in line)
     lines[i] = lines[i].replace(b'"reason":"', b'"reason":"edited ', 1)
     (run / "events.jsonl").write_bytes(b"".join(lines))
     assert not verify(run).ok
-    with pytest.raises(ArchiveCorrupt):
-        load_run(run)
+    with pytest.raises(ArchiveCorrupt, match=f"hash chain broken: event {i} "):
+        load_run(run, snapshot=True)
+
+
+def test_verify_never_trusts_the_snapshot(run: Path) -> None:
+    """verify reads only the archive; an edited snapshot is ignored by resume too."""
+    raw = (run / SNAPSHOT).read_bytes()
+    (run / SNAPSHOT).write_bytes(raw.replace(b'"score":', b'"score":9', 1))
+    assert verify(run).ok  # the snapshot is no evidence: verify reads only the archive
+    assert "signature does not verify" in _ignored(run)
 
 
 def test_the_state_indexes_agree_with_a_scan(run: Path) -> None:
