@@ -28,9 +28,10 @@ from pydantic import Field, model_validator
 
 from rsiframe import llm
 from rsiframe.api import MutateContext, MutateOperator, Mutation, SandboxUse
+from rsiframe.mounts import WORK_INSIDE
 from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mutation_context
-from rsiframe.operators.shell import WORK_INSIDE, failure, tail
 from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
+from rsiframe.shell import failure, tail
 
 PLACEHOLDER = re.compile(r"\{(instruction|workdir|model)\}")
 Profile = Literal["mini-swe-agent", "codex", "claude", "opencode", "command"]

@@ -21,7 +21,7 @@ class FailuresConfig(BaseModel):
 
 
 class Failures(AnalyzeOperator):
-    """Which train tasks failed, the most common failure messages, and a few examples."""
+    """Which train tasks failed and why, quoting the agent's and the verifier's output."""
 
     name = "failures"
     Config = FailuresConfig
@@ -33,14 +33,18 @@ class Failures(AnalyzeOperator):
             r.get("error") or _last_line(r.get("stdout_tail", "")) or "no output" for r in failed
         )
         examples = []
+        keep = self.config.tail_lines
         for r in failed[: self.config.max_examples]:
             out = (r.get("stdout_tail", "") + "\n" + r.get("stderr_tail", "")).strip()
+            verdict = (r.get("verifier_tail") or "").strip()
             examples.append(
                 {
                     "task": r["task"],
                     "reward": r.get("reward"),
                     "error": r.get("error"),
-                    "tail": "\n".join(out.splitlines()[-self.config.tail_lines :]),
+                    "tail": "\n".join(out.splitlines()[-keep:]),
+                    # the verifier's own words: what it wanted and what it got
+                    "verifier": "\n".join(verdict.splitlines()[-keep:]),
                 }
             )
         n = len(rows)

@@ -6,17 +6,25 @@ child changes between one and ``max_changes`` knobs: a choice moves to another
 allowed value, a number moves by one to ``max_steps`` steps up or down within
 its range. The space can be inline in the recipe or a file in the candidate's
 tree (read from the parent's commit, so a mutation cannot widen its own space).
+
+YAML files are rewritten round-trip (``ruamel.yaml``): comments, key order, quoting and
+layout stay, so a knob change is a one-line diff. The knob space format, one knob a line::
+
+    knobs:
+      - {file: solver.yaml, key: branching, choices: [first, random, moms, jw, dlis]}
+      - {file: solver.yaml, key: restarts.base, range: [10, 400], step: 10}
 """
 
 from __future__ import annotations
 
+import io
 import json
 import random
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from ruamel.yaml import YAML
 
 from rsiframe.api import MutateContext, MutateOperator, Mutation
 from rsiframe.yamlsafe import load as yaml_load
@@ -60,16 +68,37 @@ class KnobsConfig(BaseModel):
         return self
 
 
+def _round_trip() -> YAML:
+    """YAML that keeps comments, key order, quotes and layout: a knob change is one line."""
+    rt = YAML(typ="rt")
+    rt.preserve_quotes = True
+    rt.width = 4096  # never re-wrap long lines
+    return rt
+
+
 def _load(path: Path) -> Any:
     text = path.read_text()
-    return json.loads(text) if path.suffix == ".json" else yaml_load(text)
+    if path.suffix == ".json":
+        return json.loads(text)
+    yaml_load(text)  # refuses aliases and duplicate keys before the round-trip parse
+    return _round_trip().load(text)
 
 
 def _dump(path: Path, data: Any) -> None:
     if path.suffix == ".json":
         path.write_text(json.dumps(data, indent=2) + "\n")
-    else:
-        path.write_text(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+        return
+    buf = io.StringIO()
+    _round_trip().dump(data, buf)
+    path.write_text(buf.getvalue())
+
+
+def _plain(value: Any) -> Any:
+    """A value read by the round-trip loader as a plain JSON value (for the mutation record)."""
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
 
 
 def _get(data: Any, dotted: str) -> Any:
@@ -118,7 +147,19 @@ def _show(value: Any) -> str:
 
 
 class Knobs(MutateOperator):
-    """Perturbs 1..max_changes knobs of a declared space (no model, no network)."""
+    """Perturbs 1..max_changes knobs of a declared space (no model, no network).
+
+    The knob space (inline as `knobs:`, or a file named by `space:` holding `knobs:`) is a
+    list of knobs, each `{file, key, choices}` or `{file, key, range: [low, high], step}`:
+    `file` is a YAML or JSON file relative to the candidate root, `key` a dotted path in it.
+
+        knobs:
+          - {file: solver.yaml, key: branching, choices: [first, random, moms, jw, dlis]}
+          - {file: solver.yaml, key: restarts.base, range: [10, 400], step: 10}
+
+    A choice moves to another allowed value; a number moves by 1..max_steps steps within
+    its range. YAML is rewritten round-trip, so a change is a one-line diff.
+    """
 
     name = "knobs"
     Config = KnobsConfig
@@ -159,7 +200,9 @@ class Knobs(MutateOperator):
                 raise KeyError(f"{knob.file} has no key {knob.key}") from None
             new = _move(knob, current, ctx.rng, self.config.max_steps)
             _set(data, knob.key, new)
-            moves.append({"file": knob.file, "key": knob.key, "from": current, "to": new})
+            moves.append(
+                {"file": knob.file, "key": knob.key, "from": _plain(current), "to": _plain(new)}
+            )
         for name, data in files.items():
             _dump(ctx.workdir / name, data)
         text = "; ".join(f"{m['key']}: {_show(m['from'])} -> {_show(m['to'])}" for m in moves)

@@ -12,6 +12,7 @@ from rsiframe.api import Rollout, RolloutContext, RolloutOperator
 def summary(traj: dict[str, Any]) -> dict[str, Any]:
     """The common shape of a trajectory summary handed to operators."""
     agent = traj.get("agent", {})
+    verifier = traj.get("verifier", {})
     return {
         "task": traj["task"],
         "reward": traj.get("reward", 0.0),
@@ -19,6 +20,11 @@ def summary(traj: dict[str, Any]) -> dict[str, Any]:
         "trajectory": traj.get("trajectory", ""),
         "stdout_tail": traj.get("stdout_tail", agent.get("stdout_tail", "")),
         "stderr_tail": traj.get("stderr_tail", agent.get("stderr_tail", "")),
+        # what the verifier said (its want/got), train split only like the rest
+        "verifier_tail": traj.get(
+            "verifier_tail",
+            (verifier.get("stdout_tail", "") + "\n" + verifier.get("stderr_tail", "")).strip(),
+        ),
     }
 
 

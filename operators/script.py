@@ -1,6 +1,6 @@
 """mutate ``script``: run a researcher's command in the child's work folder, sandboxed.
 
-The command runs in the sandbox of :mod:`rsiframe.operators.shell` (bubblewrap
+The command runs in the sandbox of :mod:`rsiframe.shell` (bubblewrap
 unless the config says ``sandbox: auto`` or ``process``): its cwd is the work
 folder, ``RSI_WORKDIR`` names it, and it sees ``RSI_CANDIDATE_ID``,
 ``RSI_PARENT``, ``RSI_SEED`` (an integer for its own randomness) and three
@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import Field
 
 from rsiframe.api import MutateContext, MutateOperator, Mutation
-from rsiframe.operators.shell import SandboxOptions, failure, run_command, tail
+from rsiframe.shell import SandboxOptions, failure, run_command, tail
 
 
 class ScriptConfig(SandboxOptions):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from rsiframe.api import Check, ValidateContext, ValidateOperator
-from rsiframe.operators.shell import SandboxOptions, failure, run_command, tail
+from rsiframe.shell import SandboxOptions, failure, run_command, tail
 
 
 class CommandConfig(SandboxOptions):

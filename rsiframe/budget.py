@@ -42,8 +42,8 @@ class BudgetGuard:
         return {"used": self.used(st, now), "limits": self.limits()}
 
     def tokens_left(self, st: RunState) -> int | None:
-        """Model tokens the next evaluation may use (None: unlimited); the server refuses
-        requests once they are spent, so a run cannot overdraw by more than one request."""
+        """Model tokens the next evaluation may use (None: unlimited); the server reserves
+        each request's worst case before it runs, so a run never overdraws."""
         b = self.budget
         return None if b.max_model_tokens is None else max(0, b.max_model_tokens - st.tokens)
 
@@ -53,6 +53,13 @@ class BudgetGuard:
             return f"wall time reached {b.max_wall_seconds:g}s"
         if b.max_model_tokens is not None and st.tokens >= b.max_model_tokens:
             return f"model tokens reached {b.max_model_tokens}"
+        if b.max_model_tokens is not None and st.tokens_refused:
+            # the server reserves each request's worst case: a refusal means what is left
+            # cannot pay for a request, so the allowance is spent as far as the run goes
+            return (
+                f"model tokens reached {b.max_model_tokens} ({st.tokens} spent; the rest "
+                f"could not cover a request)"
+            )
         if b.max_cost is not None and st.cost >= b.max_cost:
             return f"cost reached {b.max_cost:g}"
         return None
@@ -65,11 +72,18 @@ class BudgetGuard:
         return self._common(st)
 
     def refuse_candidate(self, st: RunState) -> str | None:
-        """Why no new child may be proposed; keeps room for its evaluations."""
+        """Why no new child may be proposed; keeps room for its evaluations and for those
+        the candidates in flight have yet to start, and for the model tokens and cost the
+        children in flight may still spend (each as much as the costliest child so far)."""
         b = self.budget
+        tokens, cost = in_flight_usage(st)
+        if b.max_model_tokens is not None and st.tokens + tokens > b.max_model_tokens:
+            return f"model tokens would exceed {b.max_model_tokens} with the children in flight"
+        if b.max_cost is not None and st.cost + cost > b.max_cost:
+            return f"cost would exceed {b.max_cost:g} with the children in flight"
         if b.max_candidates is not None and st.children() >= b.max_candidates:
             return f"candidates reached {b.max_candidates}"
-        need = EVALS_PER_CHILD + RESERVED_EVALS
+        need = EVALS_PER_CHILD + RESERVED_EVALS + pending_evaluations(st)
         if b.max_evaluations is not None and st.evaluations + need > b.max_evaluations:
             return f"evaluations would exceed {b.max_evaluations}"
         return self._common(st)
@@ -82,3 +96,34 @@ class BudgetGuard:
             if st.evaluations >= limit:
                 return f"evaluations reached {b.max_evaluations}"
         return self._common(st)
+
+
+def pending_evaluations(st: RunState) -> int:
+    """Evaluations that children in flight (proposed, mutated, evaluating) have yet to start."""
+    n = 0
+    for c in st.candidates.values():
+        if c.is_seed or c.state not in ("proposed", "mutated", "evaluating"):
+            continue
+        for split in c.required_splits:
+            last = c.latest(split)
+            if c.record(split) is None and (last is None or last.status != "running"):
+                n += 1
+    return n
+
+
+def in_flight_usage(st: RunState) -> tuple[float, float]:
+    """Tokens and cost a new child and the children being mutated may still spend: per
+    child, the most any child that got past its mutation spent (an estimate: operators
+    get no hard limit). While one is in flight and none got that far: all of it (inf)."""
+    flying, done = 0, []
+    for c in st.candidates.values():
+        if c.is_seed:
+            continue
+        if c.state == "proposed":
+            flying += 1
+        else:
+            done.append(st.operator_usage.get(c.id, (0, 0.0)))
+    if not done:
+        return (float("inf"), float("inf")) if flying else (0, 0.0)
+    n = flying + 1  # the new child too
+    return max(t for t, _ in done) * n, max(c for _, c in done) * n

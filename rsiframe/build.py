@@ -6,29 +6,38 @@ Two steps, each run by the evaluator in the sandbox with only its own inputs:
    directory) and a writable ``$RSI_DATASET_OUT``; must write ``train.jsonl`` rows
    ``{"prompt", "completion"}``. Then the contamination audit (see
    :mod:`rsiframe.contamination`) runs on the dataset.
-2. **train** — a read-only copy of ``trainer/`` (the working directory), the dataset
-   read-only at ``$RSI_DATASET`` and a writable ``$RSI_MODEL_OUT``; must write a
-   safetensors model folder (GPT-2 or Llama) with its tokenizer.
+2. **train** — a read-only copy of ``trainer/`` (the working directory), the dataset's
+   canonical ``{prompt, completion}`` rows (no other key, no side file) read-only at
+   ``$RSI_DATASET`` and a writable ``$RSI_MODEL_OUT``; must write a safetensors model
+   folder (GPT-2 or Llama) with its tokenizer. The audit before it reads the whole dataset
+   and ``trainer/``, a superset of what training gets.
 
 No network, ``HOME=/tmp``, ``RSI_THREADS`` threads. Outputs are cached,
 content-addressed, in ``$RSIFRAME_CACHE_DIR`` (default ``~/.cache/rsiframe``): the
 dataset by (data subtree digest, command, threads, framework), the model by (dataset
-digest, trainer subtree digest, command, threads, framework). A cache entry is
-re-hashed against its manifest before every use and against what this run saw before;
-one that fails is rebuilt. A child that changed only its harness reuses its parent's
-model without training. A candidate whose step crashes, times out or writes bad output
-raises :class:`BuildRejected` (its fault, not the infrastructure's).
+digest, trainer subtree digest, command, threads, framework), both also by the sandbox's
+isolation level and the host facts that decide numerics (:mod:`rsiframe.hostfacts`), so
+an entry built unconfined or on other numerics is never reused. Each manifest carries an
+HMAC under a host key kept in the key folder (masked in every sandbox): an entry is
+re-hashed against its manifest, and the manifest checked against its HMAC, before every
+use (and against what this run saw before); one that fails is rebuilt, so a model edited
+in the cache with its manifest rewritten to match is never reused. A child that changed
+only its harness reuses its parent's model without training. A candidate whose step
+crashes, times out or writes bad output raises :class:`BuildRejected` (its fault, not the
+infrastructure's).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,8 +45,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rsiframe import __version__
-from rsiframe.contamination import AuditResult, ContaminationConfig
+from rsiframe.contamination import AuditResult, ContaminationConfig, build_texts
 from rsiframe.digest import sha256_bytes, sha256_file, sha256_json
+from rsiframe.hostfacts import host_facts
+from rsiframe.keys import key_dir
 from rsiframe.safefile import is_regular
 from rsiframe.sandbox import Mount, ProcResult, Sandbox
 from rsiframe.serving import ModelRefused, check_model_dir
@@ -55,6 +66,12 @@ class ServeConfig(BaseModel):
     )
     max_batch: int = Field(64, ge=1, le=4096, description="sequences generated per batch")
     max_tokens: int = Field(512, ge=1, description="cap on a request's max_tokens")
+    max_request_tokens: int = Field(
+        32768, ge=1, description="cap on a request's prompts * n * max_tokens (else 400)"
+    )
+    memory_mb: int | None = Field(
+        8192, gt=0, description="address-space limit of the server process (CPU backend)"
+    )
     start_timeout_s: float = Field(300, gt=0, description="time the server may take to start")
 
 
@@ -91,6 +108,33 @@ def cache_root() -> Path:
     configured = os.environ.get("RSIFRAME_CACHE_DIR")
     root = Path(configured).expanduser() if configured else Path.home() / ".cache" / "rsiframe"
     return root / "builds"
+
+
+def cache_secret() -> bytes:
+    """The host's key for build-cache manifests, in the key folder (masked in every
+    sandbox); made on first use."""
+    path = key_dir() / "build-cache.key"
+    with contextlib.suppress(FileNotFoundError):
+        secret = path.read_bytes()
+        if len(secret) == 32:
+            return secret
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".build-cache-{uuid.uuid4().hex[:8]}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(32))
+    try:
+        os.link(tmp, path)  # first writer wins; a racing process reads the winner's key
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_bytes()
+
+
+def _mac(secret: bytes, meta: dict[str, Any]) -> str:
+    body = {k: v for k, v in meta.items() if k != "mac"}
+    return hmac.new(secret, sha256_json(body).encode(), hashlib.sha256).hexdigest()
 
 
 def tree_digest(path: Path) -> str:
@@ -149,6 +193,8 @@ class Built:
     contamination: dict[str, Any]
     train_metrics: dict[str, Any] = field(default_factory=dict)
     manifest: str = ""  # artifact digest of the build manifest
+    host: dict[str, Any] = field(default_factory=dict)  # hostfacts.host_facts()
+    isolation: str = ""
 
     @property
     def model_name(self) -> str:
@@ -168,11 +214,13 @@ class Built:
             "training_seconds": round(self.model.seconds, 3),
             "train_metrics": self.train_metrics,
             "contamination": self.contamination,
+            "isolation": self.isolation,
+            "host": self.host,
         }
 
 
 Put = Callable[[bytes], str]
-Audit = Callable[[Path], AuditResult]
+Audit = Callable[[Iterable[str]], AuditResult]
 
 
 class Builder:
@@ -188,6 +236,7 @@ class Builder:
         self._seen: dict[tuple[str, str], str] = {}  # (step, key) -> digest, this process
         self._stored: dict[str, str] = {}  # build inputs digest -> manifest artifact
         self._audits: dict[str, AuditResult] = {}
+        self._secret: bytes | None = None
 
     @property
     def models_root(self) -> Path:
@@ -211,6 +260,16 @@ class Builder:
             "WANDB_MODE": "disabled",
         }
 
+    @property
+    def host(self) -> dict[str, Any]:
+        return host_facts(self.config.threads)
+
+    @property
+    def secret(self) -> bytes:
+        if self._secret is None:
+            self._secret = cache_secret()
+        return self._secret
+
     def _key(self, step: str, **parts: Any) -> str:
         return sha256_json(
             {
@@ -218,6 +277,8 @@ class Builder:
                 "framework": __version__,
                 "threads": self.config.threads,
                 "command": self.config.data if step == "data" else self.config.train,
+                "isolation": self.sandbox.isolation,
+                "host": self.host,
                 **parts,
             }
         )
@@ -231,8 +292,9 @@ class Builder:
             return None, ""
         try:
             meta = json.loads(manifest.read_text())
+            ok = hmac.compare_digest(str(meta.get("mac", "")), _mac(self.secret, meta))
             files = files_of(entry / "out")
-            ok = files == meta["files"] and sha256_json(files) == meta["digest"]
+            ok = ok and files == meta["files"] and sha256_json(files) == meta["digest"]
             seen = self._seen.get((step, key))
             ok = ok and (seen is None or seen == meta["digest"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -253,7 +315,14 @@ class Builder:
         shutil.move(str(out), tmp / "out")
         files = files_of(tmp / "out")
         digest = sha256_json(files)
-        meta = {"step": step, "key": key, "files": files, "digest": digest, "seconds": seconds}
+        meta: dict[str, Any] = {
+            "step": step,
+            "key": key,
+            "files": files,
+            "digest": digest,
+            "seconds": seconds,
+        }
+        meta["mac"] = _mac(self.secret, meta)
         (tmp / "manifest.json").write_text(json.dumps(meta, indent=1))
         try:
             tmp.rename(entry)
@@ -403,22 +472,26 @@ class Builder:
             cfg.data_timeout_s,
             self._check_dataset,
         )
+        train_inputs = {n: _input_digest("train", candidate_dir, n) for n in cfg.train_inputs}
         contamination: dict[str, Any] = {}
-        if audit is not None:
-            result = self._audits.get(dataset.digest)
+        if audit is not None:  # everything the train step could be handed, read whole
+            memo = sha256_json([dataset.digest, train_inputs])
+            result = self._audits.get(memo)
             if result is None:
-                result = audit(dataset.dir / "train.jsonl")
-                self._audits[dataset.digest] = result
+                result = audit(
+                    build_texts(dataset.dir, [candidate_dir / n for n in cfg.train_inputs])
+                )
+                self._audits[memo] = result
             contamination = result.summary(cfg.contamination.max_examples)
             if result.contaminated and cfg.contamination.policy == "reject":
                 raise BuildRejected("contamination", result.reason(), {"audit": contamination})
-        train_inputs = {n: _input_digest("train", candidate_dir, n) for n in cfg.train_inputs}
         mkey = self._key("train", dataset=dataset.digest, inputs=train_inputs)
-        m_data = Mount(dataset.dir, "/build/dataset")
-        model = self._step(
-            "train",
-            mkey,
-            lambda: self._run(
+        canonical = self.work_root / f"dataset-{uuid.uuid4().hex[:8]}"
+        m_data = Mount(canonical, "/build/dataset")
+
+        def train() -> tuple[Path, ProcResult, Path]:
+            _canonical_dataset(dataset.dir / "train.jsonl", canonical)
+            return self._run(
                 "train",
                 cfg.train,
                 candidate_dir,
@@ -427,10 +500,12 @@ class Builder:
                 {"RSI_DATASET": self.sandbox.view(m_data)},
                 "RSI_MODEL_OUT",
                 cfg.train_timeout_s,
-            ),
-            cfg.train_timeout_s,
-            self._check_model,
-        )
+            )
+
+        try:
+            model = self._step("train", mkey, train, cfg.train_timeout_s, self._check_model)
+        finally:
+            shutil.rmtree(canonical, ignore_errors=True)
         inputs = {
             "data": data_inputs,
             "train": train_inputs,
@@ -444,7 +519,15 @@ class Builder:
             raw = json.loads((model.dir / "train_metrics.json").read_text())
             if isinstance(raw, dict):
                 metrics = {k: v for k, v in raw.items() if isinstance(v, int | float | str)}
-        built = Built(dataset, model, inputs, contamination, metrics)
+        built = Built(
+            dataset,
+            model,
+            inputs,
+            contamination,
+            metrics,
+            host=self.host,
+            isolation=self.sandbox.isolation,
+        )
         built.manifest = self._store_artifacts(built, put)
         return built
 
@@ -465,6 +548,18 @@ class Builder:
         ref = put(json.dumps(manifest, sort_keys=True, indent=1).encode())
         self._stored[ident] = ref
         return ref
+
+
+def _canonical_dataset(train_jsonl: Path, out: Path) -> None:
+    """What the train step gets: only the ``{prompt, completion}`` of each row (checked by
+    ``_check_dataset``), no other key and no other file of the data step's output."""
+    out.mkdir(parents=True)
+    with train_jsonl.open("rb") as src, (out / "train.jsonl").open("w") as dst:
+        for raw in src:
+            if raw.strip():
+                row = json.loads(raw)
+                dst.write(json.dumps({"prompt": row["prompt"], "completion": row["completion"]}))
+                dst.write("\n")
 
 
 def _input_digest(step: str, candidate_dir: Path, name: str) -> str:

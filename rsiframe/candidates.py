@@ -7,12 +7,17 @@ guardrail inspected; exports are checked against the commit's tree hash.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shutil
 import threading
 import time
 import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import git
 
@@ -38,6 +43,21 @@ CANDIDATE_REFS = "refs/rsiframe/candidates"
 REJECTED_REFS = "refs/rsiframe/rejected"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _serial(method: F) -> F:
+    """One git access at a time: GitPython's object reader is not thread-safe, and
+    candidates in flight store, commit and export from worker threads."""
+
+    @functools.wraps(method)
+    def locked(self: CandidateRepo, *args: Any, **kwargs: Any) -> Any:
+        with self._git:
+            return method(self, *args, **kwargs)
+
+    return locked  # type: ignore[return-value]
+
+
 class ExportMismatch(Exception):
     """An exported folder does not hash to the commit's tree (a bug or tampering)."""
 
@@ -56,6 +76,8 @@ class CandidateRepo:
         self._trees: dict[str, str] = {}
         self.exports = exports
         self._exporting = threading.Lock()
+        self._git = threading.RLock()
+        self._held: Counter[str] = Counter()  # exports in use by work in flight: never pruned
 
     @classmethod
     def create(cls, path: Path, exports: Path | None = None) -> CandidateRepo:
@@ -67,6 +89,7 @@ class CandidateRepo:
 
     # -- writing ---------------------------------------------------------------
 
+    @_serial
     def store(self, snap: Snapshot) -> str:
         """Write the snapshot's blobs and trees; returns the root tree sha."""
         odb = self.repo.odb
@@ -95,6 +118,7 @@ class CandidateRepo:
             body = object_header(kind, len(data)) + data
             write_atomic(path, zlib.compress(body, 1), durable=False)
 
+    @_serial
     def commit(
         self,
         tree_sha: str,
@@ -147,21 +171,25 @@ class CandidateRepo:
             pass
         return None
 
+    @_serial
     def has_commit(self, sha: str) -> bool:
         try:
             return self.repo.odb.info(bytes.fromhex(sha)).type == b"commit"
         except (ValueError, git.BadName, git.BadObject):
             return False
 
+    @_serial
     def tree_of(self, commit: str) -> str:
         tree = self._trees.get(commit)
         if tree is None:
             tree = self._trees[commit] = self.repo.commit(commit).tree.hexsha
         return tree
 
+    @_serial
     def parents_of(self, commit: str) -> list[str]:
         return [p.hexsha for p in self.repo.commit(commit).parents]
 
+    @_serial
     def flat_tree(self, commit: str) -> FlatTree:
         """``{path: Entry}`` of a commit (cached; commits are immutable)."""
         cached = self._flat.get(commit)
@@ -174,10 +202,12 @@ class CandidateRepo:
             self._flat[commit] = cached
         return dict(cached)
 
+    @_serial
     def read(self, commit: str, path: str) -> bytes:
         entry = self.flat_tree(commit)[path]
         return self.repo.odb.stream(bytes.fromhex(entry.sha)).read()
 
+    @_serial
     def export(self, commit: str, dest: Path) -> str:
         """Write the commit's tree into empty ``dest`` and check it hashes to the commit's tree."""
         dest.mkdir(parents=True, exist_ok=True)
@@ -218,8 +248,20 @@ class CandidateRepo:
             self.export(commit, dest)
             kept = sorted(dest.parent.iterdir(), key=lambda p: p.stat().st_mtime)
             for old in kept[:-KEEP_EXPORTS]:
-                shutil.rmtree(old, ignore_errors=True)
+                if not self._held[old.name]:
+                    shutil.rmtree(old, ignore_errors=True)
             return dest
+
+    @contextlib.contextmanager
+    def holding(self, *names: str) -> Iterator[None]:
+        """Keep these exports while work in flight uses them (pruning skips them)."""
+        with self._exporting:
+            self._held.update(names)
+        try:
+            yield
+        finally:
+            with self._exporting:
+                self._held.subtract(names)
 
     def drop_export(self, name: str) -> None:
         """Forget one export (a declined candidate will not be a parent)."""

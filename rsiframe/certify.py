@@ -25,6 +25,8 @@ class Binding:
     evaluator_fingerprint: str
     taskset_fingerprint: str
     isolation: str
+    #: the evaluator's and the gate's code identity, as locked (rsiframe.opcode)
+    code: dict[str, Any] | None = None
     #: the engine's own part of each record (harbor: engine, Harbor version, environment)
     evaluator: dict[str, Any] | None = None
 
@@ -45,6 +47,7 @@ class FinishedEvaluation:
     model: dict[str, Any] | None
     started_at: float
     finished_at: float
+    executor: dict[str, Any] | None = None  # where it ran: kind and worker node
 
 
 def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> EvaluationCertified:
@@ -64,6 +67,8 @@ def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> Evalu
         score=aggregate(done.rewards),
         isolation=binding.isolation,
         model=done.model,
+        code=binding.code,
+        executor=done.executor,
         evaluator=binding.evaluator,
         framework_version=__version__,
         started_at=done.started_at,

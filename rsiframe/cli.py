@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -35,14 +36,26 @@ def _stderr() -> Console:
     return Console(stderr=True)
 
 
+_KEY = re.compile(r"^([A-Za-z_][\w.\-]*): ")
+
+
+def error_json(exc: RsiError) -> dict[str, Any]:
+    """A user error for scripts: the message, the file it is about, the dotted key if any."""
+    m = _KEY.match(exc.message)
+    return {"error": exc.message, "file": exc.where, "key": m.group(1) if m else None}
+
+
 def friendly(fn: F) -> F:
-    """Render user errors as one line with their exit code."""
+    """Render user errors as one line with their exit code (and, with ``--json``, as JSON
+    on stdout: ``{"error", "file", "key"}``)."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except RsiError as exc:
+            if kwargs.get("as_json"):
+                _print_json(error_json(exc))
             click.echo(f"rsiframe: error: {exc}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
@@ -57,6 +70,16 @@ def _sigterm_as_interrupt() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+
+
+_unset_option = click.option(
+    "--unset",
+    "unsets",
+    multiple=True,
+    metavar="KEY",
+    help="remove one recipe key, e.g. tasks.split.ratios (repeatable; same as KEY=null on a "
+    "mapping)",
+)
 
 
 def _print_json(value: Any) -> None:
@@ -118,6 +141,14 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
+_RAY_ADDRESS = click.option(
+    "--ray-address",
+    metavar="ADDR",
+    help='evaluate on a Ray cluster this session: "auto", host:port or ray://host:port '
+    "(needs the cluster extra)",
+)
+
+
 class _Null:
     def __enter__(self) -> None:
         return None
@@ -136,17 +167,36 @@ class _Null:
     "sets",
     multiple=True,
     metavar="KEY=VALUE",
-    help="override one recipe key, e.g. slots.select.config.size=4 (repeatable)",
+    help="override one recipe key, e.g. slots.select.config.size=4; a YAML mapping replaces "
+    "the mapping at KEY (repeatable). The run's name then says what changed",
 )
+@_unset_option
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@_RAY_ADDRESS
 @friendly
-def run(recipe: Path, out: Path | None, sets: tuple[str, ...], quiet: bool, as_json: bool) -> None:
-    """Start a run of RECIPE. Prints the run folder on the first line of stdout."""
+def run(
+    recipe: Path,
+    out: Path | None,
+    sets: tuple[str, ...],
+    unsets: tuple[str, ...],
+    quiet: bool,
+    as_json: bool,
+    ray_address: str | None,
+) -> None:
+    """Start a run of RECIPE. Prints the run folder on the first line of stdout.
+
+    Candidates in flight come from the recipe's `concurrency: {candidates: K, mode: M}`
+    (e.g. --set concurrency.candidates=4). Mode generational (the default) gives the
+    same candidates, scores and champion for every K; mode steady starts a new
+    proposal whenever a slot frees and is NOT deterministic. Ctrl-C stops new work,
+    waits up to $RSIFRAME_GRACE_S seconds (default 10) for work in flight, then kills
+    its sandboxes; `resume` re-runs what was open.
+    """
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine = Engine.create(recipe, list(sets), out)
+    engine = Engine.create(recipe, list(sets), out, ray_address, unsets=list(unsets))
     click.echo(str(engine.paths.root))
     sys.stdout.flush()
     _drive(engine, quiet, as_json)
@@ -157,13 +207,16 @@ def run(recipe: Path, out: Path | None, sets: tuple[str, ...], quiet: bool, as_j
 @click.option("--retry-failed", is_flag=True, help="evaluate failed candidates again")
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@_RAY_ADDRESS
 @friendly
-def resume(run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool) -> None:
+def resume(
+    run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool, ray_address: str | None
+) -> None:
     """Continue an interrupted run after re-verifying its archive and locks."""
     from rsiframe.engine import Engine
 
     _sigterm_as_interrupt()
-    engine, notes = Engine.open(run_dir, retry_failed=retry_failed)
+    engine, notes = Engine.open(run_dir, retry_failed=retry_failed, ray_address=ray_address)
     click.echo(str(engine.paths.root))
     for note in notes:
         click.echo(f"rsiframe: {note}", err=True)
@@ -185,6 +238,7 @@ def resume(run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool) -> Non
 @friendly
 def status(run_dir: Path, as_json: bool) -> None:
     """Show a run's state, budget and every candidate with its verified scores."""
+    from rsiframe.drift import operator_drift, task_drift
     from rsiframe.loader import load_run
     from rsiframe.report import candidate_table, print_summary, status_of
     from rsiframe.verify import lock_problems
@@ -192,6 +246,8 @@ def status(run_dir: Path, as_json: bool) -> None:
     loaded = load_run(run_dir)
     report = status_of(loaded)
     report.notes += [f"lock: {p}" for p in lock_problems(loaded.paths, loaded.state)]
+    report.notes += [f"lock: {p}" for p in operator_drift(loaded.paths)]
+    report.notes += [f"lock: {p}" for p in task_drift(loaded.paths)[0]]
     if as_json:
         _print_json(report.model_dump(mode="json"))
         return
@@ -230,6 +286,9 @@ def status(run_dir: Path, as_json: bool) -> None:
     "archive still holds that event at that position (detects truncation)",
 )
 @click.option(
+    "--rebuild", is_flag=True, help="with --reproduce: build D/T/H models again, not from cache"
+)
+@click.option(
     "--key",
     "key_file",
     type=click.Path(path_type=Path),
@@ -243,6 +302,7 @@ def verify(
     tolerance: float,
     tasks_root: Path | None,
     candidate: str | None,
+    rebuild: bool,
     key_file: Path | None,
     head: str | None,
     as_json: bool,
@@ -251,9 +311,10 @@ def verify(
 
     Checks, each reported by name: pubkey, chain (hash chain), signatures (every event),
     state, certificates (signed and bound to run, commit, tree, recipe, evaluator and
-    task set), locks, commits (in repo.git with the recorded tree), admitted (verified
-    records), evidence (trajectories and logs). --reproduce adds reproduce, --head adds
-    head (a recorded chain head is still in the chain). Nothing is
+    task set), locks, operators (operator code on disk as locked), tasks (the task set on
+    disk as locked; skipped when it is not there), commits (in repo.git with the recorded
+    tree), admitted (verified records), evidence (trajectories and logs). --reproduce adds
+    reproduce, --head adds head (a recorded chain head is still in the chain). Nothing is
     written into the run folder. Exit 0 when every check passes, 1 otherwise.
     """
     from rsiframe.errors import RunFolderError
@@ -273,6 +334,7 @@ def verify(
         expected_key=key,
         candidate=candidate,
         head=head,
+        rebuild=rebuild,
     )
     if as_json:
         _print_json(report.model_dump(mode="json"))
@@ -500,6 +562,18 @@ def selftest() -> None:
     show_default=True,
     help="the experiment's evaluator engine (harbor: Harbor with the bwrap environment)",
 )
+@click.option(
+    "--candidates",
+    type=click.IntRange(1, 64),  # schema.MAX_CANDIDATES_IN_FLIGHT
+    default=None,
+    help="the experiment's concurrency.candidates (candidates in flight; default 1)",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["generational", "steady"]),
+    default=None,
+    help="the experiment's concurrency.mode (steady is not deterministic)",
+)
 @click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
@@ -509,6 +583,8 @@ def selftest_integrity(
     seed: int | None,
     sandbox: str,
     engine: str,
+    candidates: int | None,
+    mode: str | None,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -541,12 +617,14 @@ def selftest_integrity(
             for p in r.problems[:3]:
                 err.print(f"    {p}", highlight=False, markup=False)
 
+    concurrency = {"candidates": candidates or 1, "mode": mode or "generational"}
     report = run_selftest(
         trials or DEFAULT_TRIALS,
         list(scenarios),
         seed=seed,
         sandbox=sandbox,
         engine=engine,
+        concurrency=concurrency if candidates or mode else None,
         on_trial=on_trial,
     )
     if as_json:
@@ -596,13 +674,14 @@ def recipe() -> None:
 @recipe.command("check")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@_unset_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
+def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
     """Validate FILE: schema, operators and their configs, seed, tasks and surface."""
     from rsiframe.preflight import plan
 
-    info = plan(file, list(sets))
+    info = plan(file, list(sets), unsets=list(unsets))
     if as_json:
         _print_json(
             {
@@ -621,13 +700,14 @@ def recipe_check(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
 @recipe.command("show")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@_unset_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_show(file: Path, sets: tuple[str, ...], as_json: bool) -> None:
+def recipe_show(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
     """Print the resolved recipe (extends merged, overrides applied, defaults filled in)."""
     from rsiframe import recipe as recipe_mod
 
-    resolved = recipe_mod.load(file, list(sets))
+    resolved = recipe_mod.load(file, list(sets), unsets=list(unsets))
     if as_json:
         _print_json({"digest": resolved.digest, "recipe": resolved.data})
     else:
@@ -760,7 +840,7 @@ def operators_describe(name: str, as_json: bool) -> None:
     out = _stdout()
     out.print(f"[bold]{info.slot}.{info.name}[/]  ({info.ref})")
     if doc:
-        out.print(doc)
+        out.print(doc, markup=False, highlight=False)
     out.print(
         f"may read: {', '.join(reads)}; with information.gate_detail also "
         f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",

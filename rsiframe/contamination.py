@@ -1,12 +1,19 @@
-"""Contamination audit: does a candidate's training data contain gate or sealed items?
+"""Contamination audit: does what a candidate trains on contain gate or sealed items?
 
-Character n-gram overlap (default n = 13) between every training row (prompt and
-completion, whitespace collapsed) and the text of each protected item (``prompt_text``
-of ``environment/items.jsonl``, or the whole ``environment/`` text for tasks without
-items). An item shorter than n counts when it occurs whole (not inside a longer word or
-number). The recipe picks the
-policy: ``reject`` ends the candidate, ``flag`` records the overlap and lets it go on.
-Sealed items are only ever counted: their text and ids never leave this module.
+The audit reads everything the build could hand to training (:func:`build_texts`):
+every string of every record of the dataset, at any depth (keys too: a ``meta`` field
+is read like ``prompt``), every other file the data step wrote, and every file of the
+train step's own inputs (``trainer/``), as text and, where a file is JSON or JSON lines,
+as the strings inside it (so ``\\u`` escapes do not hide an item). The train step then
+gets only the dataset's canonical ``{prompt, completion}`` rows (:mod:`rsiframe.build`),
+a subset of what was read here.
+
+Character n-gram overlap (default n = 13) between that text (whitespace collapsed) and
+the text of each protected item (``prompt_text`` of ``environment/items.jsonl``, or the
+whole ``environment/`` text for tasks without items). An item shorter than n counts when
+it occurs whole (not inside a longer word or number). The recipe picks the policy:
+``reject`` ends the candidate, ``flag`` records the overlap and lets it go on. Sealed
+items are only ever counted: their text and ids never leave this module.
 """
 
 from __future__ import annotations
@@ -121,7 +128,23 @@ def protected_items(tasks: dict[str, list[Task]]) -> list[Item]:
     return [it for split, ts in tasks.items() for t in ts for it in task_items(split, t)]
 
 
+def strings_in(value: Any) -> Iterable[str]:
+    """Every string inside a JSON value, keys included, at any depth, in document order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from strings_in(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings_in(v)
+    elif value is not None:
+        yield str(value)
+
+
 def training_texts(train_jsonl: Path) -> Iterable[str]:
+    """One text per record: every string in it, joined (a line that is not JSON as is)."""
     for line in train_jsonl.read_text(errors="replace").splitlines():
         if not line.strip():
             continue
@@ -130,11 +153,38 @@ def training_texts(train_jsonl: Path) -> Iterable[str]:
         except ValueError:
             yield normalize(line)
             continue
-        if isinstance(row, dict):
-            parts = [row.get(k) for k in ("prompt", "completion", "text")]
-            yield normalize(" ".join(p for p in parts if isinstance(p, str)))
-        else:
-            yield normalize(str(row))
+        yield normalize(" ".join(strings_in(row)))
+
+
+def file_texts(root: Path, skip: Iterable[str] = ()) -> Iterable[str]:
+    """Every regular file under ``root`` (not following links) as text, and the strings
+    inside it where it is JSON or JSON lines."""
+    skipped = set(skip)
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel in skipped or path.is_symlink() or not path.is_file():
+            continue
+        text = path.read_bytes().decode(errors="replace")
+        yield normalize(text)
+        try:
+            yield normalize(" ".join(strings_in(json.loads(text))))
+            continue
+        except ValueError:
+            pass
+        for line in text.splitlines():
+            try:
+                yield normalize(" ".join(strings_in(json.loads(line))))
+            except ValueError:
+                continue
+
+
+def build_texts(dataset: Path, train_inputs: Iterable[Path]) -> Iterable[str]:
+    """What the train step could be handed: the dataset (every string of every record of
+    ``train.jsonl``, every other file) and every file of its own inputs."""
+    yield from training_texts(dataset / "train.jsonl")
+    yield from file_texts(dataset, skip=["train.jsonl"])
+    for root in train_inputs:
+        yield from file_texts(root)
 
 
 def audit(texts: Iterable[str], items: list[Item], config: ContaminationConfig) -> AuditResult:

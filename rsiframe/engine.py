@@ -10,8 +10,10 @@ Every step derives what to do next from the folded state, so ``run`` and
 are marked interrupted and retried as a new attempt, committed candidates are
 evaluated, certified ones gated, gated ones recorded. The steps live in their own
 modules (:mod:`~rsiframe.transaction`, :mod:`~rsiframe.evaluation` with
-:func:`~rsiframe.certify.certify`, :mod:`~rsiframe.review`) and return events; the
-engine decides what runs next and is the run's one writer (:meth:`Engine.emit`).
+:func:`~rsiframe.certify.certify`, :mod:`~rsiframe.review`) and return events.
+:mod:`~rsiframe.scheduler` decides what runs next with K candidates in flight, whose
+mutations and evaluations run on worker threads (:mod:`~rsiframe.inflight`); the
+engine is the run's one writer (:meth:`Engine.emit`): workers hand results back.
 """
 
 from __future__ import annotations
@@ -22,25 +24,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rsiframe import events as E
+from rsiframe import health, opcode
 from rsiframe.archive import Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.errors import RsiError
 from rsiframe.evaluation import Job, TaskRunner, evaluate
+from rsiframe.inflight import Closure, Inflight
 from rsiframe.opcall import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
 from rsiframe.runview import StateView
+from rsiframe.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
 from rsiframe.snapshot import save_snapshot
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, tasks_by_split
 from rsiframe.transaction import RunFailure, Transaction
 from rsiframe.untrusted import UntrustedOperator
-
-
-def _candidate_id(n: int) -> str:
-    return f"c{n:04d}"
 
 
 class Engine:
@@ -83,6 +84,7 @@ class Engine:
             self.budget,
             self.state,
             self.timings,
+            parts.executor,  # where evaluations run this session (issue 11.3)
         )
         surface = Surface(tuple(self.recipe.surface.include), tuple(self.recipe.surface.exclude))
         self.transaction = Transaction(
@@ -98,8 +100,13 @@ class Engine:
         for op in ops.values():
             if isinstance(op, UntrustedOperator):  # its code comes from candidate trees
                 op.sources = lambda cid: self.transaction.export(self.state.candidates[cid])
-        self._live: set[str] = set()
         self._retried: set[tuple[str, str]] = set()
+        k = self.recipe.concurrency.candidates
+        self.inflight = Inflight(k)
+        self.evaluator.parallel = self.tasks.share = k
+        has_reflect = self.calls.op("reflect") is not None
+        self.sched = Scheduler(self.recipe, self.state, self.budget, self.inflight, has_reflect)
+        self.calls.horizon = self.sched.horizon
         self.archive.listeners.append(self._on_event)
         self._progress = Progress()
 
@@ -115,22 +122,30 @@ class Engine:
 
     @classmethod
     def create(
-        cls, recipe_path: Path, sets: list[str] | None = None, out: Path | None = None
+        cls,
+        recipe_path: Path,
+        sets: list[str] | None = None,
+        out: Path | None = None,
+        ray_address: str | None = None,
+        unsets: list[str] | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        parts, started = create_run(recipe_path, sets, out)
+        parts, started = create_run(recipe_path, sets, out, ray_address, unsets)
         engine = cls(parts)
         engine.emit(started)
         engine.emit(E.SessionStarted(resumed=False))
         return engine
 
     @classmethod
-    def open(cls, root: Path, retry_failed: bool = False) -> tuple[Engine, list[str]]:
+    def open(
+        cls, root: Path, retry_failed: bool = False, ray_address: str | None = None
+    ) -> tuple[Engine, list[str]]:
         """Re-verify archive and locks, then rebuild the engine of an existing run."""
-        parts, notes = open_run(root)
+        parts, notes = open_run(root, ray_address)
         return cls(parts, retry_failed=retry_failed, resumed=True), notes
 
     def close(self) -> None:
+        self.tasks.executor.close()
         save_snapshot(self.paths.root, self.state, self.signer)  # perf: resume starts here
         self.evaluator.close()
         self.archive.close()
@@ -140,24 +155,32 @@ class Engine:
 
     # -- the one writer -------------------------------------------------------------
 
-    def emit(self, event: E.EventData) -> Event:
-        """Append one event and fold it: only the models of ``events.py`` are written."""
+    def emit(self, event: E.EventData) -> Event | None:
+        """Append one event and fold it: only the models of ``events.py`` are written.
+
+        On a worker thread the event goes to the writer's inbox instead (None returned):
+        exactly one thread appends and folds, whatever the candidates in flight.
+        """
+        if not self.inflight.on_writer():
+            self.inflight.post(lambda: self._append(event))
+            return None
+        return self._append(event)
+
+    def _append(self, event: E.EventData) -> Event:
         return self.archive.append(event.type, E.payload(event))
 
     def _on_event(self, ev: Event) -> None:
-        self.state.apply(ev)
+        with self.view.lock:  # operators' reads copy under it; never held during their work
+            self.state.apply(ev)
+        if ev.type == "usage" and ev.data.get("slot") == "evaluate":
+            self.tasks.folded(int(ev.data.get("tokens", 0)))
         self._progress.event(ev, self.state)
 
     # -- the loop ---------------------------------------------------------------------
 
     def needs_work(self) -> bool:
         """False for a finished or exhausted run with nothing to retry."""
-        terminal = self.state.terminal
-        if terminal is None or terminal["state"] in ("interrupted", "failed"):
-            return True
-        if self.retry_failed:
-            return any(c.state == "failed" for c in self.state.candidates.values())
-        return False
+        return self.sched.needs_work(self.retry_failed)
 
     def drive(self) -> str:
         """Run until finished, exhausted or failed; returns the run state.
@@ -174,14 +197,15 @@ class Engine:
                 self.resumed = False
                 self.emit(E.SessionStarted(resumed=True, retry_failed=self.retry_failed))
             try:
-                while True:
-                    outcome = self._step()
-                    if outcome is not None:
-                        return outcome
+                while (outcome := self._step()) is None or outcome == WAIT:
+                    self.inflight.pause(outcome == WAIT)  # results of work in flight land here
+                return outcome
             except KeyboardInterrupt:
+                self.sched.stop(grace_seconds())
                 self.emit(E.RunInterrupted(reason="interrupted by the user"))
                 raise
         except Exception as exc:  # the run stays resumable; the caller reports the error
+            self.sched.stop(0.0)
             self.emit(E.RunFinished(state="failed", reason=_failure_reason(exc)))
             raise
 
@@ -190,65 +214,63 @@ class Engine:
         if self._tidy():
             return None
         seed = st.seed
-        if seed is None:
-            self.emit(E.CandidateProposed(id="c0000", parent=None, generation=0, reason="seed"))
-            self._seed_mutated()
+        if seed is None or seed.commit is None:  # (a crash between the seed's two events)
+            if seed is None:
+                self.emit(E.CandidateProposed(id="c0000", parent=None, generation=0, reason="seed"))
+            seed_commit = {"commit": st.seed_commit, "tree": st.seed_tree, "description": "seed"}
+            self.emit(E.CandidateMutated(id="c0000", **seed_commit))  # made with the run folder
             return None
-        if seed.commit is None:  # a crash between the seed's two events: its commit exists
-            self._seed_mutated()
-            return None
-        for c in list(st.active.values()):  # perf: not every candidate, each step
+        if (dead := health.dead_seed(seed)) is not None:  # a broken setup, not a low score
+            return self._finish("failed", dead)
+        busy = self.inflight.jobs
+        for c in st.candidates.values():
+            if c.id in busy:
+                continue
             s = c.state
             if s in ("mutated", "evaluating"):
+                if not self.inflight.free():
+                    continue
                 split = c.next_split()
                 assert split is not None
                 return self._evaluate(c, split)
-            if s == "failed" and self.retry_failed:
+            if s == "failed" and self.retry_failed and self.inflight.free():
                 split = c.next_split()
                 if split is not None and (c.id, split) not in self._retried:
                     self._retried.add((c.id, split))
                     return self._evaluate(c, split)
-            if s == "certified":
+            if s == "certified" and self.sched.may_review(c):
                 self._timed(c, self._gated)
                 return None
-            if s in ("admitted", "declined") and not c.recorded:
+            if s in ("admitted", "declined") and not c.recorded and self.sched.may_review(c):
                 self._timed(c, self._recorded)
                 return None
         if seed.state != "admitted":
-            reason = "the seed could not be evaluated"
-            errors = [
-                a.error
-                for s in seed.required_splits
-                if (a := seed.latest(s)) is not None and a.error
-            ]
-            if errors:
-                reason += f": {errors[0].splitlines()[0]}"
-            return self._finish("failed", reason + " (fix it, then resume --retry-failed)")
-        g = st.generation
-        per_gen = self.recipe.children_per_generation
-        gen_full = g == 0 or st.proposed_in.get(g, 0) >= per_gen
-        if g >= 1 and gen_full and self.calls.op("reflect") is not None and g not in st.reflected:
-            self.emit(reflect(self.calls, st, g, self.archive.put))
-            return None
-        if gen_full:
-            refusal = self.budget.refuse_generation(st)
-            if refusal is not None:
-                limit = self.recipe.budget.max_generations
-                if limit is not None and g >= limit:
-                    return self._finish("finished", f"completed {g} generation(s)")
-                return self._finish("budget_exhausted", refusal)
-            self.emit(E.GenerationStarted(generation=g + 1))
-            return None
-        refusal = self.budget.refuse_candidate(st)
-        if refusal is not None:
-            return self._finish("budget_exhausted", refusal)
-        self._propose_child(g)
+            if busy or seed.state in ("mutated", "evaluating", "certified"):
+                return WAIT
+            return self._finish("failed", seed_failure(seed))
+        return self._grow()
+
+    def _grow(self) -> str | None:
+        """Reflect, start a generation or propose a child: whichever is due."""
+        d = self.sched.next()
+        if d.kind == "reflect":
+            self.emit(reflect(self.calls, self.state, d.generation, self.archive.put))
+        elif d.kind == "generation":
+            self.emit(E.GenerationStarted(generation=d.generation))
+        elif d.kind == "propose":
+            self._propose_child(d.generation)
+        elif d.kind == "finish":
+            return self._finish(d.state, d.reason)
+        else:
+            return WAIT
         return None
 
     def _tidy(self) -> bool:
         """Close what an earlier process left open; True if it appended anything."""
-        for c in list(self.state.active.values()):  # perf: not every candidate, each step
-            if c.state == "proposed" and c.id not in self._live and not c.is_seed:
+        for c in self.state.candidates.values():
+            if c.id in self.inflight.jobs:
+                continue
+            if c.state == "proposed" and not c.is_seed:
                 self.emit(E.CandidateAbandoned(id=c.id, reason="the mutation did not finish"))
                 return True
             a = c.open_attempt()
@@ -265,7 +287,7 @@ class Engine:
             and champ.record("sealed") is None
             and self.budget.refuse_evaluation(self.state, reserved=True) is None
         ):
-            self._evaluate(champ, "sealed", reserved=True)
+            self._evaluate(champ, "sealed", reserved=True, wait=True)
         self.emit(E.RunFinished(state=state, reason=reason))
         return state
 
@@ -278,61 +300,67 @@ class Engine:
 
     # -- the seed and the children --------------------------------------------------
 
-    def _seed_mutated(self) -> None:
-        """The seed's commit (made with the run folder) is its mutation."""
-        st = self.state
-        self.emit(
-            E.CandidateMutated(
-                id="c0000", commit=st.seed_commit, tree=st.seed_tree, description="seed"
-            )
-        )
-
     def _propose_child(self, generation: int) -> None:
-        cid = _candidate_id(len(self.state.candidates))
+        """Select on the writer, then mutate on a worker; the outcome comes back here."""
+        cid = candidate_id(len(self.state.candidates))
+        self.sched.generation_of[cid] = generation
         t0 = time.perf_counter()
         self.emit(self.transaction.select(self.state, cid, generation))
-        self._live.add(cid)
+        parent = self.state.candidates[self.state.candidates[cid].parent or ""]
         workdir = self.paths.work / f"mutate-{cid}"
-        try:
-            parent = self.state.candidates[self.state.candidates[cid].parent or ""]
-            self.emit(self.transaction.run(cid, parent, generation, workdir))
-        finally:
-            self._live.discard(cid)
-            shutil.rmtree(workdir, ignore_errors=True)
-            self.timings.add(self.timings.total, cid, time.perf_counter() - t0)
+
+        def work() -> Closure:
+            try:
+                with self.repo.holding(parent.id):
+                    outcome = self.transaction.run(cid, parent, generation, workdir)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+                self.timings.add(self.timings.total, cid, time.perf_counter() - t0)
+            return lambda: self._take_back(outcome)
+
+        self.inflight.start(cid, "mutate", work)
+
+    def _take_back(self, outcome: E.EventData | FinishedEvaluation | list[E.EventData]) -> None:
+        """Record what a worker returns; after Ctrl-C only successes are kept (a failure
+        then is the interrupt's doing: the attempt re-runs, the mutation is abandoned)."""
+        if not self.sched.keeps(outcome):
+            return
+        if isinstance(outcome, FinishedEvaluation):  # the key holder signs, here
+            outcome = certify(outcome, self._binding(), self.signer)
+        for ev in outcome if isinstance(outcome, list) else [outcome]:
+            self.emit(ev)
 
     # -- evaluation: decided and certified here, run by evaluation.evaluate ----------
 
-    def _evaluate(self, c: Candidate, split: str, reserved: bool = False) -> str | None:
+    def _evaluate(
+        self, c: Candidate, split: str, reserved: bool = False, wait: bool = False
+    ) -> str | None:
+        """Start one attempt on a worker (``wait``: on this thread, e.g. the sealed one)."""
         refusal = self.budget.refuse_evaluation(self.state, reserved=reserved or split == "sealed")
         if refusal is not None:
-            if reserved:
-                return None
+            if reserved or self.inflight.jobs:  # the run ends once what is in flight settles
+                return None if reserved else WAIT
             return self._finish("budget_exhausted", refusal)
         self.task_lock.check((split,))
         assert c.commit is not None and c.tree is not None
         attempt = len(c.attempts.get(split, [])) + 1
         self.emit(E.EvaluationStarted(id=c.id, split=split, attempt=attempt))
-        job = Job(
-            c.id,
-            c.commit,
-            c.tree,
-            c.parent_commit,
-            split,
-            attempt,
-            self.task_lock.split[split],
-            c.description,
-        )
+        tasks, desc = self.task_lock.split[split], c.description
+        job = Job(c.id, c.commit, c.tree, c.parent_commit, split, attempt, tasks, desc)
         t0 = time.perf_counter()
-        try:
-            result = evaluate(job, self.tasks)  # the part a worker could run
-            if isinstance(result, FinishedEvaluation):
-                self.emit(certify(result, self._binding(), self.signer))
-            else:
-                for ev in result:
-                    self.emit(ev)
-        finally:
-            self.timings.add(self.timings.total, c.id, time.perf_counter() - t0)
+
+        def work() -> Closure:
+            try:
+                with self.repo.holding(c.id):
+                    result = evaluate(job, self.tasks)  # the unit a worker runs
+            finally:
+                self.timings.add(self.timings.total, c.id, time.perf_counter() - t0)
+            return lambda: self._take_back(result)
+
+        if wait:
+            work()()
+        else:
+            self.inflight.start(c.id, f"evaluate {split}", work)
         return None
 
     def _binding(self) -> Binding:
@@ -343,6 +371,7 @@ class Engine:
             evaluator_fingerprint=st.evaluator_fingerprint,
             taskset_fingerprint=self.task_lock.fingerprint,
             isolation=self.evaluator.isolation,
+            code=opcode.certified_code(self.paths.recipe_lock),
             evaluator=self.evaluator.record_part(),
         )
 

@@ -68,6 +68,16 @@ class SandboxError(RsiError):
     exit_code = EXIT_FAILED
 
 
+class ClusterError(RsiError):
+    """The Ray cluster a recipe or ``--ray-address`` names cannot be used (extra, address)."""
+
+
+class ClusterLost(RsiError):
+    """The Ray cluster went away mid-run: the run ends ``failed`` and stays resumable."""
+
+    exit_code = EXIT_FAILED
+
+
 class EngineUnavailable(RsiError):
     """An evaluator engine or environment the recipe names cannot run here (checked at
     preflight: Harbor's environment, an environment that cannot start, Docker down)."""

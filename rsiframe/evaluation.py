@@ -9,6 +9,7 @@ events of a failed attempt. It reports evidence as it goes (``task_finished``,
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -21,7 +22,9 @@ from rsiframe import faults
 from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
-from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun, run_tasks
+from rsiframe.errors import ClusterLost
+from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
+from rsiframe.executor import Executor, LocalExecutor
 from rsiframe.opcall import Progress, Timings
 from rsiframe.state import RunState
 from rsiframe.tasks import TaskSet
@@ -56,8 +59,10 @@ class TaskRunner:
         budget: BudgetGuard,
         state: RunState,
         timings: Timings,
+        executor: Executor | None = None,
     ) -> None:
         self.evaluator = evaluator
+        self.executor: Executor = executor or LocalExecutor()  # this process, or a Ray cluster
         self.taskset = taskset
         self.put = put
         self.emit = emit
@@ -66,6 +71,32 @@ class TaskRunner:
         self.state = state
         self.timings = timings
         self.progress = Progress()
+        #: candidates in flight (K): the unreserved model tokens are shared among them
+        self.share = 1
+        self._tokens = threading.Lock()
+        self._reserved: dict[int, int] = {}  # token reservations of runs in flight
+        self._unfolded = 0  # tokens reported by workers, not yet folded by the writer
+
+    def reserve_tokens(self, key: int) -> int | None:
+        """This run's token limit: an equal share of what no run in flight has reserved,
+        so K evaluations in flight never overdraw ``max_model_tokens`` together."""
+        with self._tokens:
+            left = self.budget.tokens_left(self.state)
+            if left is None:
+                return None
+            free = max(0, left - sum(self._reserved.values()) - self._unfolded)
+            share = free // max(1, self.share - len(self._reserved))
+            self._reserved[key] = share
+            return share
+
+    def release_tokens(self, key: int) -> None:
+        with self._tokens:
+            self._reserved.pop(key, None)
+
+    def folded(self, tokens: int) -> None:
+        """The writer folded ``tokens`` of an evaluation's usage into the state."""
+        with self._tokens:
+            self._unfolded = max(0, self._unfolded - tokens)
 
     def model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
         """Evaluator hooks of a D/T/H build: record the model built, charge the tokens."""
@@ -77,14 +108,16 @@ class TaskRunner:
                 self.emit(E.ModelBuilt(id=cid, split=split, attempt=attempt, model=model))
 
         def on_usage(usage: dict[str, int]) -> None:
-            if usage.get("total_tokens"):
+            if usage.get("total_tokens") or usage.get("refused"):
+                with self._tokens:  # counted until the writer folds it (see folded)
+                    self._unfolded += usage.get("total_tokens") or 0
                 where = {"id": cid, "slot": "evaluate", "split": split, "attempt": attempt}
                 self.emit(E.UsageSpent(**where, tokens=usage["total_tokens"], **usage))
 
         return {
             "on_built": on_built,
             "on_usage": on_usage,
-            "token_limit": self.budget.tokens_left(self.state),
+            "token_limit": self.reserve_tokens(threading.get_ident()),
         }
 
     def run(
@@ -107,9 +140,13 @@ class TaskRunner:
             self.progress.tasks(cid, split, done, len(task_ids))
 
         hooks = self.model_hooks(cid, split, attempt)
-        out = run_tasks(
-            self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
-        )
+        try:
+            # executor hook (issue 11.3): the one place an evaluation of a verified export runs
+            out = self.executor.run(
+                self.evaluator, self.taskset, candidate_dir, task_ids, self.put, on_done, **hooks
+            )
+        finally:
+            self.release_tokens(threading.get_ident())
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
         return out
 
@@ -140,6 +177,8 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
     try:
         export = tasks.exports(job.candidate, job.commit, job.tree)
         out = tasks.run(job.candidate, job.split, export, job.task_ids, evidence, job.attempt)
+    except ClusterLost:  # not this candidate's failure: the run ends failed (resumable)
+        raise
     except BuildRejected as exc:  # the candidate's own build failed: it ends rejected
         return [
             E.EvaluationFailed(**where, error=str(exc), build=exc.details),
@@ -168,6 +207,7 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
         errors={t: r.error for t, r in out.runs.items() if r.error},
         trajectories={t: out.runs[t].trajectory_digest for t in ids},
         model=out.model,
+        executor=out.executor,
         started_at=started,
         finished_at=time.time(),
     )

@@ -4,11 +4,12 @@ Each task gets a fresh trial folder. The agent phase sees the candidate export
 read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
 instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
 never sees the tests. When the agent and every process it started are gone, the
-verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, a
-freshly created ``/logs/verifier`` and its own copy of ``/app``
-(:mod:`rsiframe.appcopy`: links that leave ``/app`` and special files dropped and
-named in the trajectory, hard links broken), so nothing the agent wrote or linked
-can become its reward. Paths are also given as environment
+verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, the
+candidate read-only at ``/candidate`` (so a verifier can measure the candidate itself
+rather than trust what its agent reports), a freshly created ``/logs/verifier`` and its
+own copy of ``/app`` (:mod:`rsiframe.appcopy`: links that leave ``/app`` and special
+files dropped and named in the trajectory, hard links broken), so nothing the agent
+wrote or linked can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
@@ -25,20 +26,23 @@ fingerprint (engine, config, code, isolation) is locked at run start.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
+import threading
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsiframe import __version__, appcopy, docker_sandbox, faults, harbor_engine, serving
+from rsiframe import __version__, appcopy, appdiff, docker_sandbox, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
-from rsiframe.contamination import AuditResult, Item, audit, protected_items, training_texts
+from rsiframe.contamination import AuditResult, Item, audit, protected_items
+from rsiframe.cpuslots import cpu_slot
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
 from rsiframe.safefile import UnsafeFile, read_regular
@@ -112,6 +116,7 @@ class EvaluationOutput:
     task_seconds: float = 0.0
     model: dict[str, Any] | None = None  # the built model's identity, build and token usage
     usage: dict[str, int] | None = None  # model tokens this evaluation used
+    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executor)
 
 
 Put = Callable[[bytes], str]
@@ -153,17 +158,26 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, config: LocalEngineConfig, work_root: Path) -> None:
+    def __init__(
+        self, config: LocalEngineConfig, work_root: Path, cache_root: Path | None = None
+    ) -> None:
+        """``cache_root`` replaces the shared build cache (``verify --reproduce --rebuild``
+        passes an empty one, so everything is built again)."""
         self.config = config
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        #: evaluations that may run at once (candidates in flight); each runs at most
+        #: ``config.concurrency`` tasks at a time, so the two compose
+        self.parallel = 1
         self.builder: Builder | None = None
         self.server: ModelServer | None = None
         self._items: list[Item] = []
+        self.protected: dict[str, list[str]] = {}  # split -> task ids given to protect()
         if config.build is not None:
             b = config.build
-            self.builder = Builder(b, self.sandbox, work_root)
+            self.builder = Builder(b, self.sandbox, work_root, cache_root)
             self.server = ModelServer(
                 self.sandbox,
                 self.builder.models_root,
@@ -171,16 +185,19 @@ class LocalEngine:
                 threads=b.threads,
                 max_batch=b.serve.max_batch,
                 max_tokens=b.serve.max_tokens,
+                max_request_tokens=b.serve.max_request_tokens,
+                memory_mb=b.serve.memory_mb,
                 start_timeout_s=b.serve.start_timeout_s,
             )
 
     def protect(self, tasks: dict[str, list[Task]]) -> None:
         """The gate and sealed tasks whose items training data must not contain."""
         self._items = protected_items(tasks)
+        self.protected = {s: [t.id for t in ts] for s, ts in tasks.items()}
 
-    def _audit(self, train_jsonl: Path) -> AuditResult:
+    def _audit(self, texts: Iterable[str]) -> AuditResult:
         assert self.config.build is not None
-        return audit(training_texts(train_jsonl), self._items, self.config.build.contamination)
+        return audit(texts, self._items, self.config.build.contamination)
 
     @property
     def isolation(self) -> str:
@@ -228,7 +245,8 @@ class LocalEngine:
         if self.builder is None or self.server is None:
             return self._run(candidate_dir, tasks, put, on_done, None)
         self.server.start()  # torch loads in the server while the build runs
-        built = self.builder.build(candidate_dir, put, self._audit if self._items else None)
+        with cpu_slot(self.builder.config.threads):  # builds share the machine's cores
+            built = self.builder.build(candidate_dir, put, self._audit if self._items else None)
         record = built.record()
         if on_built is not None:
             on_built(record)
@@ -263,24 +281,38 @@ class LocalEngine:
         ep: OpenEndpoint | None,
     ) -> EvaluationOutput:
         out = EvaluationOutput()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="trial")
-        futures = [self._pool.submit(self._trial, candidate_dir, t, ep) for t in tasks]
+        with self._pool_lock:
+            if self._pool is None:
+                size = self.config.concurrency * self.parallel
+                self._pool = ThreadPoolExecutor(size, thread_name_prefix="trial")
+            pool = self._pool
+        # at most config.concurrency of this evaluation's tasks at once (a window)
+        todo = iter(tasks)
+        first = _take(todo, self.config.concurrency)
+        futures = [pool.submit(self._trial, candidate_dir, t, ep) for t in first]
+        running = set(futures)
         try:
-            for fut in as_completed(futures):
-                run, blobs = fut.result()
-                # artifacts are written by the coordinating thread only
-                refs = {name: put(data) for name, data in blobs.items()}
-                run.trajectory["artifacts"] = refs
-                run.trajectory_digest = put(json.dumps(run.trajectory, sort_keys=True).encode())
-                out.runs[run.task_id] = run
-                out.task_seconds += run.seconds
-                if on_done:
-                    on_done(run)
-        except BaseException:
+            while running:
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for t in _take(todo, len(done)):
+                    fut = pool.submit(self._trial, candidate_dir, t, ep)
+                    futures.append(fut)
+                    running.add(fut)
+                for fut in done:
+                    run, blobs = fut.result()
+                    # artifacts are written by the coordinating thread only
+                    refs = {name: put(data) for name, data in blobs.items()}
+                    run.trajectory["artifacts"] = refs
+                    run.trajectory_digest = put(json.dumps(run.trajectory, sort_keys=True).encode())
+                    out.runs[run.task_id] = run
+                    out.task_seconds += run.seconds
+                    if on_done:
+                        on_done(run)
+        except BaseException as exc:
             for fut in futures:
                 fut.cancel()
-            kill_all()
+            if self.parallel == 1 or isinstance(exc, KeyboardInterrupt):
+                kill_all()  # with candidates in flight, the others' trials are not ours to kill
             wait(futures)
             raise
         return out
@@ -339,6 +371,7 @@ class LocalEngine:
         if ep is not None:  # the endpoint's folder only, behind the in-sandbox forwarder
             argv, extra, model_env = ep.harness(sb, argv)
             mounts += extra
+        app_before = appdiff.scan(app)
         agent = sb.run(
             argv,
             mounts=mounts,
@@ -364,6 +397,7 @@ class LocalEngine:
         if agent.limit:
             return self._breach(task, agent, f"agent exceeded a limit: {agent.limit}")
 
+        app_out = appdiff.changes_since(app, app_before)  # evidence, before the verifier runs
         # the verifier gets its own copy of /app, made after every agent process is gone:
         # links out of /app (to the tests, the verifier's logs, the host) and special files
         # are dropped and named in the evidence, hard links are broken by copying
@@ -387,9 +421,16 @@ class LocalEngine:
         )
         verifier = sb.run(
             ["bash", sb.view(m_tests) + "/test.sh"],
-            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent")],
+            # the candidate (read-only) too, so a verifier can measure it instead of
+            # trusting what the agent reports about itself (sat3 reads its knobs)
+            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent"), m_cand],
             cwd=m_app,
-            env={**task.verifier_env, **common, "RSI_TESTS": sb.view(m_tests)},
+            env={
+                **task.verifier_env,
+                **common,
+                "RSI_TESTS": sb.view(m_tests),
+                "RSI_CANDIDATE": sb.view(m_cand),
+            },
             timeout=verifier_timeout,
             network=task.verifier_network,
             output_limit=self.config.output_limit_bytes,
@@ -410,8 +451,10 @@ class LocalEngine:
             reward, error = 0.0, f"verifier exceeded a limit: {verifier.limit}"
         elif agent.exit_code and error is None:  # kept as the reason; the reward stands
             last = agent.stderr[-TAIL:].decode(errors="replace").strip().splitlines()
-            error = f"agent exited with status {agent.exit_code}" + (
-                f": {last[-1]}" if last else ""
+            error = (
+                f"agent exited with status {agent.exit_code}"
+                + ("" if app_out.touched else f" {appdiff.UNTOUCHED}")
+                + (f": {last[-1]}" if last else "")
             )
         blobs = {
             "agent.stdout": agent.stdout,
@@ -420,12 +463,14 @@ class LocalEngine:
             "verifier.stderr": verifier.stderr,
         }
         dropped = self._agent_logs(logs / "agent", lim.artifacts_mb << 20, blobs)
+        blobs.update(app_out.blobs)  # what the agent changed under /app (capped)
         trajectory = {
             "task": task.id,
             "reward": reward,
             "error": error,
             "agent": _phase(agent),
             "verifier": _phase(verifier),
+            "app": app_out.manifest(),
         }
         if removed:
             trajectory["app_removed"] = [r.as_dict() for r in removed]
@@ -469,6 +514,10 @@ class LocalEngine:
         return TaskRun(task.id, 0.0, reason, trajectory, seconds=agent.duration_s), blobs
 
 
+def _take(it: Iterator[Task], n: int) -> list[Task]:
+    return list(itertools.islice(it, n))
+
+
 def serving_file() -> str:
     return str(serving.SCRIPT)
 
@@ -484,7 +533,7 @@ def _phase(res: ProcResult) -> dict[str, Any]:
     }
 
 
-ENGINES: dict[str, tuple[type[BaseModel], Callable[[Any, Path], Any]]] = {
+ENGINES: dict[str, tuple[type[BaseModel], Callable[..., Any]]] = {
     "local": (LocalEngineConfig, LocalEngine),
     "harbor": (harbor_engine.HarborEngineConfig, harbor_engine.HarborEngine),
 }
@@ -504,8 +553,11 @@ def preflight_engine(engine: str, config: BaseModel, taskset: TaskSet, task_ids:
         check(config, taskset, task_ids)
 
 
-def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngine:
-    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``)."""
+def make_evaluator(
+    engine: str, config: dict[str, Any], work: Path, cache_root: Path | None = None
+) -> LocalEngine:
+    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``);
+    ``cache_root``: a build cache of its own instead of the shared one."""
     entry = ENGINES.get(engine)
     if entry is None:
         raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
@@ -516,7 +568,10 @@ def make_evaluator(engine: str, config: dict[str, Any], work: Path) -> LocalEngi
         raise LockMismatch(
             f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
         ) from exc
-    return factory(parsed, work)
+    # only the local engine builds models (--rebuild on another engine changes nothing)
+    if cache_root is None or factory is not LocalEngine:
+        return factory(parsed, work)  # type: ignore[no-any-return]
+    return factory(parsed, work, cache_root)  # type: ignore[no-any-return]
 
 
 def run_tasks(

@@ -43,6 +43,8 @@ class RunStarted(EventData):
     framework_version: str = ""  # older archives may lack it
     seed_commit: str
     seed_tree: str
+    #: digest of the operator code identities in recipe.lock.json (rsiframe.opcode)
+    operators_digest: str | None = None
 
 
 class SessionStarted(EventData):
@@ -178,6 +180,7 @@ class UsageSpent(EventData):
     total_tokens: int | None = None
     requests: int | None = None
     refused: int | None = None
+    cancelled: int | None = None  # requests the server stopped (client gone, evaluation over)
 
 
 # -- after evaluation -------------------------------------------------------------------

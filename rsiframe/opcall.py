@@ -78,6 +78,8 @@ class OperatorCalls:
         self.random_seed = random_seed
         self.timings = timings
         self.progress = Progress()
+        #: (candidate, slot) -> the generation whose start state the call sees (None: live)
+        self.horizon: Callable[[str, str], int | None] = lambda cid, slot: None
 
     def op(self, slot: str) -> Any:
         """The operator filling ``slot`` (None for an empty optional slot)."""
@@ -95,7 +97,8 @@ class OperatorCalls:
         start = time.perf_counter()
         try:
             grants = getattr(self.ops.get(slot), "grants", frozenset())
-            with self.view.calling(slot, self.names.get(slot, ""), cid, grants):
+            before = self.horizon(cid, slot)
+            with self.view.calling(slot, self.names.get(slot, ""), cid, grants, before):
                 result = fn()
             if not isinstance(result, expect):
                 raise TypeError(f"returned {type(result).__name__}, expected {expect.__name__}")

@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rsiframe import recipe as recipe_mod
-from rsiframe.errors import RecipeError
+from rsiframe.errors import RecipeError, TaskSetError
 from rsiframe.evaluator import preflight_engine
+from rsiframe.executor import check as check_executor
+from rsiframe.executor import session_spec
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.models_schema import ModelCheck, check_models
 from rsiframe.surface import Surface
@@ -22,6 +25,8 @@ class Plan:
     taskset: TaskSet
     split: dict[str, list[str]]
     seed: Snapshot
+    executor: ExecutorSpec  # the recipe's, with --ray-address applied
+    executor_key: str  # what errors about it name
     models: ModelCheck | None = None
 
     def __str__(self) -> str:
@@ -33,19 +38,29 @@ class Plan:
         return f"tasks: {sizes}; seed: {len(self.seed.entries)} files; {ops}"
 
 
-def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
-    resolved = recipe_mod.load(recipe_path, sets)
+def plan(
+    recipe_path: Path,
+    sets: list[str] | None = None,
+    ray_address: str | None = None,
+    unsets: list[str] | None = None,
+) -> Plan:
+    resolved = recipe_mod.load(recipe_path, sets, unsets=unsets)
     r = resolved.recipe
+    executor, key = session_spec(r.evaluator.executor, ray_address)
+    check_executor(executor, key, r.evaluator.engine)
     where = str(resolved.source)
     configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
     models = check_models(r.models, configs, where=where)  # no call is made
     taskset = TaskSet.load(r.tasks.path)
-    split = make_split(
-        sorted(taskset.tasks),
-        lists=r.tasks.split.lists(),
-        ratios=r.tasks.split.ratios,
-        seed=r.tasks.split.seed,
-    )
+    try:
+        split = make_split(
+            sorted(taskset.tasks),
+            lists=r.tasks.split.lists(),
+            ratios=r.tasks.split.ratios,
+            seed=r.tasks.split.seed,
+        )
+    except TaskSetError as exc:  # a split problem is the recipe's: name its file and key
+        raise TaskSetError(f"{exc.where}: {exc.message}", where=where) from exc
     if not r.seed.is_dir():
         raise RecipeError(f"seed: folder not found: {r.seed}", where=where)
     seed = snapshot(r.seed, r.surface.ignore)
@@ -57,4 +72,4 @@ def plan(recipe_path: Path, sets: list[str] | None = None) -> Plan:
         raise RecipeError("surface: the include globs match no file in the seed", where=where)
     ids = [t for s in split.values() for t in s]
     preflight_engine(r.evaluator.engine, resolved.evaluator_config, taskset, ids)
-    return Plan(resolved, taskset, split, seed, models)
+    return Plan(resolved, taskset, split, seed, executor, key, models)

@@ -12,6 +12,9 @@ name, ``model_digest`` (its file manifest), ``weights_digest`` and ``config_dige
 files and build inputs), per-step cache hits and seconds, ``training_seconds``,
 ``train_metrics``, the ``contamination`` audit (sealed: counts only), the ``tokens`` the
 evaluation used, and the serving ``backend``.
+
+``executor`` says where the evaluation ran: ``kind`` (``local`` or ``ray``) and the worker
+``node`` (for Ray: the node id, ``hostname`` and worker ``pid``); the driver signs either way.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class EvaluationPredicate(BaseModel):
     score: float
     isolation: str
     model: dict[str, Any] | None = None
+    # the evaluator engine's and the gate operator's code identity (rsiframe.opcode)
+    code: dict[str, Any] | None = None
+    executor: dict[str, Any] | None = None  # where it ran: kind (local, ray) and worker node
     #: the engine's own part: for ``harbor``, the engine, Harbor's version, the environment
     evaluator: dict[str, Any] | None = None
     framework_version: str

@@ -8,7 +8,9 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from rsiframe import health
 from rsiframe.archive import chain_head
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
@@ -37,6 +39,8 @@ class CandidateStatus(BaseModel):
     model: dict[str, Any] | None = None
     #: the contamination audit of its dataset (counts only for sealed), when one ran
     contamination: dict[str, Any] | None = None
+    #: task errors with an infrastructure reason, per split: {split: {reason: count}}
+    errors: dict[str, dict[str, int]] = {}
     #: where its proposal placed it in a structured archive (island, MAP-Elites cell)
     placement: dict[str, Any] = {}
 
@@ -88,6 +92,9 @@ class StatusReport(BaseModel):
     notes: list[str]
     #: operators' reads beyond their slot's view (information_flow_violation events)
     violations: list[dict[str, Any]] = []
+    #: infrastructure errors of the seed, and of the children added up, by split, with one example:
+    #: "seed train: 10/10 tasks errored: agent could not start (10) (e.g. t1: ...)"
+    health: list[str] = []
     #: ``N:HASH`` of the event chain (``archive.chain_head``): keep it to detect truncation
     head: str = ""
 
@@ -137,6 +144,7 @@ def status_of(loaded: LoadedRun) -> StatusReport:
                 commit=c.commit,
                 model=model_of(c),
                 contamination=contamination_of(c),
+                errors=health.counts_of(c),
                 placement=c.placement,
             )
         )
@@ -155,8 +163,30 @@ def status_of(loaded: LoadedRun) -> StatusReport:
         candidates=rows,
         notes=loaded.notes + st.problems,
         violations=list(st.violations),
+        health=health_lines(st),
         head=chain_head(loaded.events) if loaded.events else "",
     )
+
+
+def health_lines(st: RunState) -> list[str]:
+    """The seed's infrastructure errors per split, and the children's added up."""
+    lines = []
+    if st.seed is not None:
+        for split, h in health.of_candidate(st.seed).items():
+            if h.counts:
+                lines.append(f"seed {health.describe(split, h)}")
+    kids: dict[str, health.SplitHealth] = {}
+    for c in st.candidates.values():
+        if c.is_seed:
+            continue
+        for split, h in health.of_candidate(c).items():
+            total = kids.setdefault(split, health.SplitHealth())
+            total.tasks += h.tasks
+            for reason, n in h.counts.items():
+                total.counts[reason] = total.counts.get(reason, 0) + n
+                total.examples.setdefault(reason, f"{c.id} {h.examples[reason]}")
+    lines += [f"children {health.describe(s, h)}" for s, h in kids.items() if h.counts]
+    return lines
 
 
 def _fmt(x: float | None) -> str:
@@ -212,10 +242,15 @@ def print_summary(report: StatusReport, console: Console) -> None:
         console.print(line, highlight=False)
     counts = ", ".join(f"{n} {s}" for s, n in report.counts.items() if n)
     used = report.budget["used"]
+    children = sum(1 for c in report.candidates if c.parent is not None)
+    seed = "seed + " if report.seed is not None else ""
     console.print(
-        f"{len(report.candidates)} candidates ({counts}); {used['evaluations']} evaluations; "
-        f"{used['wall_seconds']:.0f} s"
+        f"{seed}{children} candidates (the seed is not counted in max_candidates; {counts}); "
+        f"{used['evaluations']} evaluations; {used['wall_seconds']:.0f} s",
+        highlight=False,
     )
+    for line in report.health:
+        console.print(Text(f"infrastructure errors: {line}", style="red"))
     # a reason, note or violation may quote a candidate's text: printed as is, never markup
     if report.reason:
         console.print(f"stopped: {report.reason}", markup=False)

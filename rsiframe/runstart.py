@@ -11,18 +11,20 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rsiframe import __version__
+from rsiframe import __version__, opcode
 from rsiframe import recipe as recipe_mod
 from rsiframe.archive import Archive
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
 from rsiframe.events import RunStarted
+from rsiframe.executor import Executor, LocalExecutor, check, open_executor, session_spec
 from rsiframe.loader import load_run
+from rsiframe.overrides import folder_safe
 from rsiframe.preflight import plan
 from rsiframe.runfolder import RunLock, RunPaths
 from rsiframe.signing import EVENT_TYPE, Signer, create_signer, load_signer
@@ -44,19 +46,26 @@ class RunParts:
     evaluator: LocalEngine
     repo: CandidateRepo
     lock: RunLock
+    executor: Executor = field(default_factory=LocalExecutor)  # this session's (issue 11.3)
 
 
 def create_run(
-    recipe_path: Path, sets: list[str] | None, out: Path | None
+    recipe_path: Path,
+    sets: list[str] | None,
+    out: Path | None,
+    ray_address: str | None = None,
+    unsets: list[str] | None = None,
 ) -> tuple[RunParts, RunStarted]:
     """Validate everything, then create the run folder, keys, locks and the seed commit;
     returns the parts and the ``run_started`` event to record first."""
-    p = plan(recipe_path, sets)
+    p = plan(recipe_path, sets, ray_address, unsets)
+    # connected before the run folder exists: a cluster that fails leaves nothing behind
+    executor = open_executor(p.executor, p.executor_key)
     resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
     r = resolved.recipe
 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    root = out if out is not None else Path("archive") / f"{r.name}-{stamp}"
+    root = out if out is not None else Path("archive") / f"{folder_safe(r.name)}-{stamp}"
     n = 2
     base = root
     while out is None and root.exists():
@@ -67,12 +76,13 @@ def create_run(
     root.mkdir(parents=True, exist_ok=True)
     paths = RunPaths(root.resolve())
     lock = RunLock(paths).acquire()
-    run_id = f"{r.name}-{stamp}-{random.SystemRandom().randrange(16**6):06x}"
+    run_id = f"{folder_safe(r.name)}-{stamp}-{random.SystemRandom().randrange(16**6):06x}"
 
     work = fresh_dir(paths.work)
     evaluator = make_evaluator(resolved, work)
     task_lock = TaskLock.freeze(taskset, split)
     signer = create_signer(run_id)
+    operators = opcode.identities(resolved)  # operator code, signed below by digest
     paths.recipe.write_text(recipe_mod.dump(resolved.data))
     paths.write_json(
         paths.recipe_lock,
@@ -80,6 +90,7 @@ def create_run(
             "digest": resolved.digest,
             "source": str(resolved.source.resolve()),
             "resolved": resolved.data,
+            "operators": operators,
         },
     )
     paths.write_json(paths.tasks_lock, task_lock.to_json())
@@ -101,16 +112,17 @@ def create_run(
         framework_version=__version__,
         seed_commit=seed_commit,
         seed_tree=seed_tree,
+        operators_digest=opcode.lock_digest(operators),
     )
     state = RunState(verifier=signer.public)
     archive = Archive(paths.root, None, sign=event_signer(signer))
     parts = RunParts(
-        paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock
+        paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock, executor
     )
     return parts, started
 
 
-def open_run(root: Path) -> tuple[RunParts, list[str]]:
+def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list[str]]:
     """Re-verify archive and locks, then open an existing run; notes on repairs made."""
     paths = RunPaths(Path(root).resolve()).check()
     lock = RunLock(paths).acquire()
@@ -120,6 +132,9 @@ def open_run(root: Path) -> tuple[RunParts, list[str]]:
         if st.problems:
             raise ArchiveCorrupt(f"archive: {st.problems[0]}", where=str(paths.root))
         resolved = _check_recipe(paths, st)
+        run_started = loaded.events[0].data if loaded.events else {}
+        lock_json = paths.read_json(paths.recipe_lock)
+        opcode.require_unchanged(lock_json, run_started, resolved, str(paths.root))
         task_lock = TaskLock.from_json(paths.read_json(paths.tasks_lock))
         if task_lock.fingerprint != st.taskset_fingerprint:
             raise LockMismatch(
@@ -132,6 +147,9 @@ def open_run(root: Path) -> tuple[RunParts, list[str]]:
         evaluator = make_evaluator(resolved, work)
         _check_evaluator(paths, evaluator, st)
         signer = load_signer(st.run_id, st.verifier.keyid)
+        spec, key = session_spec(resolved.recipe.evaluator.executor, ray_address)
+        check(spec, key, resolved.recipe.evaluator.engine)
+        executor = open_executor(spec, key)
         repo = CandidateRepo(paths.repo, paths.work / "exports")
         # only once every check passed is the archive touched: a refusal changes nothing
         notes = []
@@ -144,7 +162,7 @@ def open_run(root: Path) -> tuple[RunParts, list[str]]:
         lock.release()
         raise
     parts = RunParts(
-        paths, resolved, st, archive, signer, task_lock, taskset, evaluator, repo, lock
+        paths, resolved, st, archive, signer, task_lock, taskset, evaluator, repo, lock, executor
     )
     return parts, notes
 

@@ -8,13 +8,19 @@ and a read beyond it raises :class:`~rsiframe.api.InformationFlowError` after
 reporting the attempt to ``on_violation`` (the engine appends a signed
 ``information_flow_violation`` event), so an operator that swallows the error
 is still on record.
+
+Operator calls may run on several worker threads at once (candidates in flight): who
+is reading is per thread, and every read copies what it needs from the state under
+:attr:`StateView.lock`, the lock the writer holds while it folds an event (never
+during operator work). A call made with a horizon (``before``: a generation) sees
+only candidates of earlier generations and the lessons as of that generation's start.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -57,34 +63,70 @@ class StateView:
         self._run_dir = run_dir
         self.gate_detail = gate_detail
         self._on_violation = on_violation
-        # who is reading: set for the length of one operator call by :meth:`calling`
-        self.slot: str | None = None
-        self.operator: str | None = None
-        self.candidate_id: str | None = None
-        self.grants: frozenset[str] = frozenset()
-        self._visible: tuple[tuple[int, int, int], set[str]] | None = None
-        #: views of admitted candidates: nothing an operator sees of them changes any more
-        self._final_views: dict[str, CandidateView] = {}
-        # the gate ranking as returned by :meth:`ranked`, and how many admissions it holds
-        self._ranked: list[tuple[float, CandidateView]] = []
-        self._ranked_keys: list[tuple[float, int]] = []
-        self._ranked_seen = 0
+        #: held by the writer while it folds an event, and by every read here while it copies
+        self.lock = threading.RLock()
+        # who is reading (per thread): set for the length of one operator call by :meth:`calling`
+        self._who = threading.local()
+        self._visible: dict[int | None, tuple[tuple[int, int, int], set[str]]] = {}
+
+    def _attr(self, name: str, default: Any = None) -> Any:
+        return getattr(self._who, name, default)
+
+    @property
+    def slot(self) -> str | None:
+        return self._attr("slot")
+
+    @property
+    def operator(self) -> str | None:
+        return self._attr("operator")
+
+    @property
+    def candidate_id(self) -> str | None:
+        return self._attr("candidate_id")
+
+    @property
+    def grants(self) -> frozenset[str]:
+        return self._attr("grants", frozenset())
+
+    @property
+    def before(self) -> int | None:
+        """The horizon of this thread's call: only generations before it are visible."""
+        return self._attr("before")
 
     @contextlib.contextmanager
     def calling(
-        self, slot: str, operator: str, candidate: str, grants: frozenset[str] = frozenset()
+        self,
+        slot: str,
+        operator: str,
+        candidate: str,
+        grants: frozenset[str] = frozenset(),
+        before: int | None = None,
     ) -> Iterator[StateView]:
-        """Attribute reads during one operator call to its slot, operator and candidate.
+        """Attribute reads during one operator call (on this thread) to its slot, operator
+        and candidate; ``before`` limits them to the state as generation ``before`` began.
 
         ``grants`` are the operator's declared extra reads (``Operator.grants``).
         """
-        saved = (self.slot, self.operator, self.candidate_id, self.grants)
-        self.slot, self.operator, self.candidate_id = slot, operator, candidate
-        self.grants = grants
+        who = self._who
+        saved = {k: getattr(who, k, None) for k in ("slot", "operator", "candidate_id")}
+        saved_grants, saved_before = self.grants, self.before
+        who.slot, who.operator, who.candidate_id = slot, operator, candidate
+        who.grants, who.before = grants, before
         try:
             yield self
         finally:
-            self.slot, self.operator, self.candidate_id, self.grants = saved
+            for k, v in saved.items():
+                setattr(who, k, v)
+            who.grants, who.before = saved_grants, saved_before
+
+    def _seen(self, c: Candidate) -> bool:
+        before = self.before
+        return before is None or c.generation < before
+
+    def _all(self) -> list[Candidate]:
+        """The candidates this call may see, copied under the lock."""
+        with self.lock:
+            return [c for c in self._state.candidates.values() if self._seen(c)]
 
     # -- enforcement ----------------------------------------------------------------
 
@@ -114,77 +156,61 @@ class StateView:
             raise self._deny(what, detail)
 
     def _get(self, cid: str) -> Candidate:
-        try:
-            return self._state.candidates[cid]
-        except KeyError:
+        with self.lock:
+            c = self._state.candidates.get(cid)
+        if c is None or not self._seen(c):
             raise KeyError(f"no candidate {cid!r}") from None
+        return c
 
     # -- the RunView protocol -------------------------------------------------------
 
     @property
     def lessons(self) -> str:
-        digest = self._state.lessons_digest
+        with self.lock:
+            digest = self._state.lessons_digest
+            if self.before is not None:
+                gens = [g for g in self._state.reflected if g < self.before]
+                digest = self._state.reflected[max(gens)] if gens else None
         return get_artifact(self._run_dir, digest).decode() if digest else ""
 
     def candidates(self) -> list[CandidateView]:
-        return [as_view(c) for c in self._state.candidates.values()]
+        return [as_view(c) for c in self._all()]
 
     def candidate(self, cid: str) -> CandidateView:
         return as_view(self._get(cid))
 
     def admitted(self) -> list[CandidateView]:
-        return [self._final_view(c) for c in self._state.admitted()]
-
-    def ranked(self, split: str = "gate") -> list[tuple[float, CandidateView]]:
-        """Admitted candidates with a ``split`` score, best first (older first on ties).
-
-        For ``gate`` the ranking grows by one insertion per admission, not a sort per call.
-        """
-        self._check(f"scores:{split}", f"{split} scores")
-        st = self._state
-        if split != "gate":
-            rows = [(c.score(split), c.index, c) for c in st.admitted()]
-            keyed = sorted((-s, i, c.id) for s, i, c in rows if s is not None)
-            return [(-neg, self._final_view(self._get(cid))) for neg, _, cid in keyed]
-        for cid in st.admission_log[self._ranked_seen :]:
-            c = self._get(cid)
-            score = c.score("gate")
-            if score is not None:
-                at = bisect.bisect(self._ranked_keys, (-score, c.index))
-                self._ranked_keys.insert(at, (-score, c.index))
-                self._ranked.insert(at, (score, self._final_view(c)))
-        self._ranked_seen = len(st.admission_log)
-        return list(self._ranked)
-
-    def _final_view(self, c: Candidate) -> CandidateView:
-        view = self._final_views.get(c.id)
-        if view is None:
-            view = self._final_views[c.id] = as_view(c)
-        return view
+        return [as_view(c) for c in self._all() if c.state == "admitted"]
 
     def lineage(self, cid: str) -> list[CandidateView]:
         out = []
         c: Candidate | None = self._get(cid)
         while c is not None:
             out.append(as_view(c))
-            c = self._state.candidates.get(c.parent) if c.parent else None
+            c = self._get(c.parent) if c.parent else None
         return out
 
     def score(self, cid: str, split: str) -> float | None:
         self._check(f"scores:{split}", f"{split} scores (of {cid})")
-        return self._get(cid).score(split)
+        c = self._get(cid)
+        with self.lock:
+            return c.score(split)
 
     def rewards(self, cid: str, split: str = "train") -> dict[str, float] | None:
         detail = f"per-task {split} rewards (of {cid})"
         if split == "gate" and not self.may("rewards:gate"):
             detail += "; the recipe's information.gate_detail opens them"
         self._check(f"rewards:{split}", detail)
-        rec = self._get(cid).record(split)
+        c = self._get(cid)
+        with self.lock:
+            rec = c.record(split)
         return dict(rec.predicate.rewards) if rec else None
 
     def trajectories(self, cid: str, split: str = "train") -> list[dict[str, Any]]:
         self._check(f"trajectories:{split}", f"{split} trajectories (of {cid})")
-        rec = self._get(cid).record(split)
+        c = self._get(cid)
+        with self.lock:
+            rec = c.record(split)
         if rec is None:
             return []
         out = []
@@ -210,22 +236,26 @@ class StateView:
         return self._repo.read(c.commit, path)
 
     def trees(self) -> set[str]:
-        return set(self._state.tree_count)
+        return {c.tree for c in self._all() if c.tree is not None and c.rejected is None}
 
     # -- helpers --------------------------------------------------------------------
 
     def _visible_artifacts(self) -> set[str]:
         """Digests reachable from what operators see: train evidence, rollouts, lessons."""
-        st = self._state
-        key = (st.records, len(st.candidates), len(st.reflected))
-        if self._visible is not None and self._visible[0] == key:
+        st, before = self._state, self.before
+        with self.lock:
+            key = (st.records, len(st.candidates), len(st.reflected))
+            reflected = [d for g, d in st.reflected.items() if before is None or g < before]
+            seen = [c for c in st.candidates.values() if self._seen(c)]
+            evidence = [(c.rollout, c.analysis, c.record("train")) for c in seen]
+            cached = self._visible.get(before)
+        if cached is not None and cached[0] == key:
             # a new rollout or analysis does not change the counts: those are checked directly
-            extra = {d for c in st.candidates.values() for d in (c.rollout, c.analysis) if d}
-            return self._visible[1] | extra
-        out: set[str] = set(self._state.reflected.values())
-        for c in self._state.candidates.values():
-            out.update(d for d in (c.rollout, c.analysis) if d)
-            rec = c.record("train")
+            extra = {d for r, a, _ in evidence for d in (r, a) if d}
+            return cached[1] | extra
+        out: set[str] = set(reflected)
+        for rollout, analysis, rec in evidence:
+            out.update(d for d in (rollout, analysis) if d)
             if rec is None:
                 continue
             for digest in rec.predicate.trajectories.values():
@@ -235,5 +265,5 @@ class StateView:
                 except Exception:  # missing evidence is verify's business, not a read right
                     continue
                 out.update(v for v in traj.get("artifacts", {}).values() if isinstance(v, str))
-        self._visible = (key, out)
+        self._visible[before] = (key, out)
         return out

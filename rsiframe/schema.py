@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from rsiframe.api import SLOT_TABLE, SlotSpec
+from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import DEFAULT_IGNORE
 from rsiframe.models_schema import Models
 
@@ -71,6 +72,7 @@ class SurfaceSpec(_Strict):
 class EvaluatorSpec(_Strict):
     engine: str = "local"
     config: dict[str, Any] = Field(default_factory=dict)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
 
 
 class _SlotsBase(_Strict):
@@ -117,8 +119,27 @@ class InformationSpec(_Strict):
     gate_detail: bool = Field(False, description="per-task gate rewards for every slot")
 
 
+#: the most candidates a run keeps in flight (each holds a work folder, an export and threads)
+MAX_CANDIDATES_IN_FLIGHT = 64
+
+
+class ConcurrencySpec(_Strict):
+    """Candidates in flight: ``generational`` is deterministic, ``steady`` is not."""
+
+    candidates: int = Field(
+        1, ge=1, le=MAX_CANDIDATES_IN_FLIGHT, description="candidates mutated/evaluated at once"
+    )
+    mode: Literal["generational", "steady"] = Field(
+        "generational",
+        description="generational: children proposed from the generation's start state, "
+        "gated in order (same result for any K); steady: a new proposal whenever a slot "
+        "frees (not deterministic)",
+    )
+
+
 class Recipe(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    # a run made with overrides is named for them: sat3-quickstart[select=best]
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\[\]\s]*\])?$")
     description: str = ""
     seed: Path
     tasks: TasksSpec
@@ -130,3 +151,4 @@ class Recipe(_Strict):
     random_seed: int = 0
     information: InformationSpec = Field(default_factory=InformationSpec)
     models: Models = Field(default_factory=dict, description="declared models (issue 13)")
+    concurrency: ConcurrencySpec = Field(default_factory=ConcurrencySpec)

@@ -29,6 +29,8 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
+import select
 import shutil
 import socket
 import socketserver
@@ -38,6 +40,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -48,10 +51,27 @@ ALLOWED_ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 MAX_PROMPTS = 4096
 MAX_BODY = 16 << 20
+#: open connections per endpoint; more are closed at once (each one is a thread)
+MAX_CONNECTIONS = 64
+#: seconds a connection may sit idle or take to send its request
+IO_TIMEOUT_S = 120.0
+#: upper bound on the tokens of a prompt the server cannot tokenize itself (vLLM):
+#: byte-level tokenizers never make more tokens than bytes, plus special tokens
+SPECIAL_TOKEN_SLACK = 8
 
 
 class ModelRefused(Exception):
     """The folder is not a model this server will load (pickles, remote code, wrong arch)."""
+
+
+class Cancelled(Exception):
+    """Generation stopped because its client left or its evaluation ended.
+
+    Carries the tokens produced before it stopped: they are charged."""
+
+    def __init__(self, prompt_tokens: int, completion_tokens: int) -> None:
+        super().__init__("cancelled")
+        self.prompt_tokens, self.completion_tokens = prompt_tokens, completion_tokens
 
 
 class ApiError(Exception):
@@ -168,6 +188,17 @@ class TransformersBackend:
             return "".join(tok.convert_ids_to_tokens([i for i in ids if i not in special]))
         return str(tok.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
 
+    def prompt_tokens(self, key: str, prompts: list[str]) -> int:
+        """The exact prompt tokens of a request (what it is charged for its prompts)."""
+        return sum(self.count(key, p) for p in prompts)
+
+    def _acquire(self, cancelled: Callable[[], bool]) -> None:
+        """Wait for the model, dropping the request if it is cancelled while it waits, so a
+        finished evaluation's queued requests never run (and never delay another's)."""
+        while not self._lock.acquire(timeout=0.05):
+            if cancelled():
+                raise Cancelled(0, 0)
+
     def generate(
         self,
         key: str,
@@ -179,16 +210,65 @@ class TransformersBackend:
         top_p: float,
         seed: int | None,
         stop: list[str],
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> tuple[list[Choice], int]:
+        """Choices (prompt-major) and prompt tokens; :class:`Cancelled` as soon as
+        ``cancelled()`` says so: it is asked before every generated token."""
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        class StopWhenCancelled(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                return torch.full((input_ids.shape[0],), bool(cancelled()), dtype=torch.bool)
+
+        model, tok = self._models[key]
+        flat = [p for p in prompts for _ in range(n)]
+        prompt_tokens = self.prompt_tokens(key, prompts)
+        limit = self.context(key)
+        out: list[Choice] = []
+        self._acquire(cancelled)
+        try:
+            return self._generate_locked(
+                model,
+                tok,
+                flat,
+                prompt_tokens,
+                limit,
+                out,
+                StoppingCriteriaList([StopWhenCancelled()]),
+                cancelled,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                seed=seed,
+                stop=stop,
+            )
+        finally:
+            self._lock.release()
+
+    def _generate_locked(
+        self,
+        model: Any,
+        tok: Any,
+        flat: list[str],
+        prompt_tokens: int,
+        limit: int,
+        out: list[Choice],
+        stopping: Any,
+        cancelled: Callable[[], bool],
+        *,
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+        stop: list[str],
     ) -> tuple[list[Choice], int]:
         import torch
 
-        model, tok = self._models[key]
         eos = tok.eos_token_id
-        flat = [p for p in prompts for _ in range(n)]
-        prompt_tokens = sum(len(tok(p)["input_ids"]) for p in prompts)
-        limit = self.context(key)
-        out: list[Choice] = []
-        with self._lock, torch.no_grad():
+        with torch.no_grad():
+            if cancelled():
+                raise Cancelled(0, 0)
             if temperature > 0:
                 torch.manual_seed(0 if seed is None else seed)
             for i in range(0, len(flat), self.max_batch):
@@ -203,7 +283,11 @@ class TransformersBackend:
                         "invalid_request_error",
                         "context_length_exceeded",
                     )
-                kwargs: dict[str, Any] = {"max_new_tokens": new, "pad_token_id": tok.pad_token_id}
+                kwargs: dict[str, Any] = {
+                    "max_new_tokens": new,
+                    "pad_token_id": tok.pad_token_id,
+                    "stopping_criteria": stopping,
+                }
                 if eos is not None:
                     kwargs["eos_token_id"] = eos
                 if temperature > 0:
@@ -227,6 +311,8 @@ class TransformersBackend:
                     if cut >= 0:
                         text, reason = text[:cut], "stop"
                     out.append(Choice(text, reason, len(ids) + (1 if hit_eos else 0)))
+                if cancelled():  # stopped early: charge what was generated, answer nothing
+                    raise Cancelled(prompt_tokens, sum(c.tokens for c in out))
         return out, prompt_tokens
 
 
@@ -277,20 +363,36 @@ class VllmBackend:
         if entry:
             entry[0].kill()
 
-    def proxy(self, key: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def prompt_tokens(key: str, prompts: list[str]) -> int:
+        """An upper bound (vLLM tokenizes): no byte-level token is shorter than a byte."""
+        return sum(len(p.encode()) + SPECIAL_TOKEN_SLACK for p in prompts)
+
+    def proxy(
+        self, key: str, path: str, body: dict[str, Any], cancelled: Callable[[], bool]
+    ) -> dict[str, Any]:
+        """Forward a validated request; closing the connection on cancel makes vLLM abort it."""
+        import http.client
+
         _, port = self._procs[key]
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{port}{path}",
-            data=json.dumps({**body, "model": key}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         try:
-            with urllib.request.urlopen(req, timeout=600) as resp:
-                return dict(json.loads(resp.read()))
-        except urllib.error.HTTPError as exc:
-            raise ApiError(
-                exc.code, exc.read().decode(errors="replace")[:500], "upstream_error"
-            ) from exc
+            conn.request(
+                "POST",
+                path,
+                json.dumps({**body, "model": key}).encode(),
+                {"Content-Type": "application/json"},
+            )
+            while not select.select([conn.sock], [], [], 0.1)[0]:
+                if cancelled():
+                    raise Cancelled(0, 0)
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status != 200:
+                raise ApiError(resp.status, data.decode(errors="replace")[:500], "upstream_error")
+            return dict(json.loads(data))
+        finally:
+            conn.close()
 
 
 def vllm_usable() -> bool:
@@ -305,6 +407,13 @@ def vllm_usable() -> bool:
 
 @dataclass
 class Endpoint:
+    """One evaluation's endpoint: its model, its token allowance and what it used.
+
+    A request first *reserves* its worst case (prompt tokens + prompts * n * max_tokens)
+    and is refused (429) when that does not fit beside what is spent and what the requests
+    in flight hold; it then *settles* to what it really used. So the tokens charged never
+    pass ``token_limit``, however many requests run at once."""
+
     name: str
     model: str  # the name the harness uses
     key: str  # the backend's model key
@@ -313,7 +422,11 @@ class Endpoint:
     completion_tokens: int = 0
     requests: int = 0
     refused: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    cancelled: int = 0
+    reserved: int = 0
+    active: int = 0
+    closed: threading.Event = field(default_factory=threading.Event)
+    cond: threading.Condition = field(default_factory=threading.Condition)
 
     def usage(self) -> dict[str, int]:
         return {
@@ -322,26 +435,47 @@ class Endpoint:
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "requests": self.requests,
             "refused": self.refused,
+            "cancelled": self.cancelled,
         }
 
-    def charge(self, prompt: int, completion: int) -> None:
-        with self.lock:
-            self.prompt_tokens += prompt
-            self.completion_tokens += completion
-            self.requests += 1
-
-    def check_allowance(self) -> None:
-        with self.lock:
-            if self.token_limit is not None and (
-                self.prompt_tokens + self.completion_tokens >= self.token_limit
-            ):
+    def reserve(self, tokens: int) -> None:
+        """Hold ``tokens`` of the allowance for one request, or refuse it."""
+        with self.cond:
+            if self.closed.is_set():
+                raise ApiError(503, "this evaluation has ended", "server_error", "evaluation_ended")
+            spent = self.prompt_tokens + self.completion_tokens
+            if self.token_limit is not None and spent + self.reserved + tokens > self.token_limit:
                 self.refused += 1
+                left = max(0, self.token_limit - spent - self.reserved)
                 raise ApiError(
                     429,
-                    "the run's model-token budget is spent",
+                    f"the run's model-token budget cannot cover this request: it may use "
+                    f"{tokens} tokens and {left} are left",
                     "insufficient_quota",
                     "insufficient_quota",
                 )
+            self.reserved += tokens
+            self.active += 1
+
+    def settle(self, held: int, prompt: int, completion: int, cancelled: bool = False) -> None:
+        """Release a reservation and charge what the request used (never more than held)."""
+        prompt = min(prompt, held)
+        completion = min(completion, held - prompt)
+        with self.cond:
+            self.reserved -= held
+            self.active -= 1
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+            if prompt or completion or not cancelled:
+                self.requests += 1
+            self.cancelled += int(cancelled)
+            self.cond.notify_all()
+
+    def close(self, timeout: float) -> None:
+        """End the evaluation: its requests stop at their next token; wait for them."""
+        self.closed.set()
+        with self.cond:
+            self.cond.wait_for(lambda: self.active == 0, timeout)
 
 
 def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
@@ -353,13 +487,99 @@ def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float
     return float(value)
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for: ``max_tokens`` each, and prompts * n * max_tokens."""
+
+    max_tokens: int = 512
+    request_tokens: int = 32768
+
+
+@dataclass
+class Request:
+    """A validated completions request."""
+
+    prompts: list[str]
+    n: int
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+    stop: list[str]
+    messages: list[dict[str, str]] | None = None  # chat
+
+    @property
+    def asked(self) -> int:
+        """The most completion tokens it can produce."""
+        return len(self.prompts) * self.n * self.max_tokens
+
+
+def _parse(body: dict[str, Any], chat: bool, limits: Limits) -> Request:
+    n = int(_number(body, "n", 1, 1, 64))
+    max_tokens = int(_number(body, "max_tokens", 16, 1, limits.max_tokens))
+    temperature = _number(body, "temperature", 1.0, 0.0, 5.0)
+    top_p = _number(body, "top_p", 1.0, 0.0, 1.0) or 1.0
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ApiError(400, "seed must be an integer", "invalid_request_error")
+    stop = body.get("stop")
+    stop = [stop] if isinstance(stop, str) else (stop or [])
+    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+        raise ApiError(400, "stop must be a string or a list of strings", "invalid_request_error")
+    messages = None
+    if chat:
+        messages = body.get("messages")
+        if (
+            not isinstance(messages, list)
+            or not messages
+            or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages)
+        ):
+            raise ApiError(
+                400, "messages must be a non-empty list of {role, content}", "invalid_request_error"
+            )
+        prompts = [""]  # rendered by the backend's chat template
+    else:
+        prompt = body.get("prompt")
+        prompts = [prompt] if isinstance(prompt, str) else prompt
+        if (
+            not isinstance(prompts, list)
+            or not prompts
+            or not all(isinstance(p, str) for p in prompts)
+        ):
+            raise ApiError(
+                400,
+                "prompt must be a string or a non-empty list of strings",
+                "invalid_request_error",
+            )
+    req = Request(prompts, n, max_tokens, temperature, top_p, seed, stop, messages)
+    if len(prompts) * n > MAX_PROMPTS:
+        raise ApiError(
+            400, f"at most {MAX_PROMPTS} completions per request", "invalid_request_error"
+        )
+    if req.asked > limits.request_tokens:
+        raise ApiError(
+            400,
+            f"this request may generate {req.asked} tokens (prompts * n * max_tokens); "
+            f"the cap is {limits.request_tokens}",
+            "invalid_request_error",
+            "request_too_large",
+        )
+    return req
+
+
 class Api:
     """The OpenAI-compatible request handling of one endpoint."""
 
-    def __init__(self, backend: Any, ep: Endpoint, max_tokens_cap: int) -> None:
-        self.backend, self.ep, self.cap = backend, ep, max_tokens_cap
+    def __init__(self, backend: Any, ep: Endpoint, limits: Limits) -> None:
+        self.backend, self.ep, self.limits = backend, ep, limits
 
-    def handle(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    def handle(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> dict[str, Any]:
         path = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and path == "/v1/models":
             return {
@@ -378,75 +598,71 @@ class Api:
                     "invalid_request_error",
                     "model_not_found",
                 )
-            self.ep.check_allowance()
-            return self._complete(body, chat=path.endswith("chat/completions"))
+            chat = path.endswith("chat/completions")
+            req = _parse(body, chat, self.limits)
+            if isinstance(self.backend, VllmBackend):
+                return self._proxy(req, chat, cancelled)
+            return self._complete(req, chat, cancelled)
         raise ApiError(404, f"no route {method} {path}", "invalid_request_error", "not_found")
 
-    def _complete(self, body: dict[str, Any], chat: bool) -> dict[str, Any]:
-        if isinstance(self.backend, VllmBackend):
-            path = "/v1/chat/completions" if chat else "/v1/completions"
-            resp = self.backend.proxy(self.ep.key, path, body)
-            usage = resp.get("usage") or {}
-            self.ep.charge(
-                int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-            )
-            resp["model"] = self.ep.model
-            return resp
-        n = int(_number(body, "n", 1, 1, 64))
-        max_tokens = int(_number(body, "max_tokens", 16, 1, self.cap))
-        temperature = _number(body, "temperature", 1.0, 0.0, 5.0)
-        top_p = _number(body, "top_p", 1.0, 0.0, 1.0) or 1.0
-        seed = body.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ApiError(400, "seed must be an integer", "invalid_request_error")
-        stop = body.get("stop")
-        stop = [stop] if isinstance(stop, str) else (stop or [])
-        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
-            raise ApiError(
-                400, "stop must be a string or a list of strings", "invalid_request_error"
-            )
-        if chat:
-            msgs = body.get("messages")
-            if (
-                not isinstance(msgs, list)
-                or not msgs
-                or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in msgs)
-            ):
-                raise ApiError(
-                    400,
-                    "messages must be a non-empty list of {role, content}",
-                    "invalid_request_error",
-                )
-            prompts = [self.backend.chat_prompt(self.ep.key, msgs)]
-        else:
-            prompt = body.get("prompt")
-            prompts = [prompt] if isinstance(prompt, str) else prompt
-            if (
-                not isinstance(prompts, list)
-                or not prompts
-                or not all(isinstance(p, str) for p in prompts)
-            ):
-                raise ApiError(
-                    400,
-                    "prompt must be a string or a non-empty list of strings",
-                    "invalid_request_error",
-                )
-            if len(prompts) * n > MAX_PROMPTS:
-                raise ApiError(
-                    400, f"at most {MAX_PROMPTS} completions per request", "invalid_request_error"
-                )
-        choices, prompt_tokens = self.backend.generate(
-            self.ep.key,
-            prompts,
-            n=n,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_p=top_p,
-            seed=seed,
-            stop=stop,
+    def _stopped(self) -> ApiError:
+        return ApiError(503, "the request was cancelled", "server_error", "cancelled")
+
+    def _proxy(self, req: Request, chat: bool, cancelled: Callable[[], bool]) -> dict[str, Any]:
+        texts = [json.dumps(req.messages)] if chat else req.prompts
+        held = self.backend.prompt_tokens(self.ep.key, texts) + req.asked
+        self.ep.reserve(held)
+        body: dict[str, Any] = {
+            "n": req.n,
+            "max_tokens": req.max_tokens,
+            "temperature": req.temperature,
+            "top_p": req.top_p,
+            "stop": req.stop,
+        }
+        if req.seed is not None:
+            body["seed"] = req.seed
+        body.update({"messages": req.messages} if chat else {"prompt": req.prompts})
+        path = "/v1/chat/completions" if chat else "/v1/completions"
+        try:
+            resp = self.backend.proxy(self.ep.key, path, body, cancelled)
+        except Cancelled:  # vLLM does not say how far it got: the reservation is charged
+            self.ep.settle(held, 0, held, cancelled=True)
+            raise self._stopped() from None
+        except BaseException:
+            self.ep.settle(held, 0, 0)
+            raise
+        usage = resp.get("usage") or {}
+        self.ep.settle(
+            held, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
         )
+        resp["model"] = self.ep.model
+        return resp
+
+    def _complete(self, req: Request, chat: bool, cancelled: Callable[[], bool]) -> dict[str, Any]:
+        if req.messages is not None:
+            req.prompts = [self.backend.chat_prompt(self.ep.key, req.messages)]
+        held = self.backend.prompt_tokens(self.ep.key, req.prompts) + req.asked
+        self.ep.reserve(held)
+        try:
+            choices, prompt_tokens = self.backend.generate(
+                self.ep.key,
+                req.prompts,
+                n=req.n,
+                max_tokens=req.max_tokens,
+                temperature=req.temperature,
+                top_p=req.top_p,
+                seed=req.seed,
+                stop=req.stop,
+                cancelled=cancelled,
+            )
+        except Cancelled as exc:
+            self.ep.settle(held, exc.prompt_tokens, exc.completion_tokens, cancelled=True)
+            raise self._stopped() from None
+        except BaseException:
+            self.ep.settle(held, 0, 0)
+            raise
         completion_tokens = sum(c.tokens for c in choices)
-        self.ep.charge(prompt_tokens, completion_tokens)
+        self.ep.settle(held, prompt_tokens, completion_tokens)
         created = int(time.time())
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -482,13 +698,65 @@ class Api:
         }
 
 
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,12}")
+
+
 class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """One thread per connection, at most ``MAX_CONNECTIONS``; more are closed at once."""
+
     daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, path: str, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(path, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def read_body(headers: Any, rfile: Any) -> bytes:
+    """The request body, read strictly: exactly one plain ``Content-Length`` no larger
+    than ``MAX_BODY``, no ``Transfer-Encoding``; nothing is read before that is checked."""
+    if headers.get("Transfer-Encoding") is not None:
+        raise ApiError(
+            411,
+            "Transfer-Encoding is not accepted; send the body with a Content-Length",
+            "invalid_request_error",
+        )
+    values = headers.get_all("Content-Length") or []
+    if not values:
+        raise ApiError(411, "Content-Length is required", "invalid_request_error")
+    if len(values) != 1 or not _CONTENT_LENGTH.fullmatch(values[0].strip()):
+        raise ApiError(
+            400, "Content-Length must be one non-negative integer", "invalid_request_error"
+        )
+    length = int(values[0])
+    if length > MAX_BODY:
+        raise ApiError(413, f"request body over {MAX_BODY} bytes", "invalid_request_error")
+    data = bytes(rfile.read(length))
+    if len(data) != length:
+        raise ApiError(400, "the body ended before Content-Length bytes", "invalid_request_error")
+    return data
 
 
 def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = IO_TIMEOUT_S  # an idle or slow connection does not hold its thread forever
 
         def address_string(self) -> str:
             return "sandbox"
@@ -498,26 +766,46 @@ def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client is gone
+                self.close_connection = True
+
+        def _client_gone(self) -> bool:
+            """True once the client closed its side (asked before every generated token)."""
+            sock = self.connection
+            try:
+                if not select.select([sock], [], [], 0)[0]:
+                    return False
+                return sock.recv(1, socket.MSG_PEEK) == b""
+            except (OSError, ValueError):
+                return True
+
+        def _cancelled(self) -> bool:
+            return api.ep.closed.is_set() or self._client_gone()
 
         def _serve(self, method: str) -> None:
             try:
                 body = None
                 if method == "POST":
-                    length = int(self.headers.get("Content-Length") or 0)
-                    if length > MAX_BODY:
-                        raise ApiError(413, "request body too large", "invalid_request_error")
                     try:
-                        body = json.loads(self.rfile.read(length) or b"null")
+                        raw = read_body(self.headers, self.rfile)
+                    except ApiError:
+                        self.close_connection = True  # unread body bytes must not be parsed
+                        raise
+                    try:
+                        body = json.loads(raw or b"null")
                     except ValueError as exc:
                         raise ApiError(
                             400, f"body is not JSON: {exc}", "invalid_request_error"
                         ) from exc
-                self._send(200, api.handle(method, self.path, body))
+                self._send(200, api.handle(method, self.path, body, self._cancelled))
             except ApiError as exc:
                 self._send(exc.status, exc.body())
             except Exception as exc:  # a server bug must still answer in OpenAI's shape
@@ -537,9 +825,9 @@ def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
 class Server:
     """The server process: endpoints keyed by name, driven by JSON lines on stdin."""
 
-    def __init__(self, backend: Any, max_tokens_cap: int) -> None:
+    def __init__(self, backend: Any, limits: Limits) -> None:
         self.backend = backend
-        self.cap = max_tokens_cap
+        self.limits = limits
         self.endpoints: dict[str, tuple[Endpoint, _UnixHTTPServer]] = {}
 
     def command(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -557,7 +845,7 @@ class Server:
             ep = Endpoint(str(req["name"]), str(req["model"]), key, req.get("token_limit"))
             with contextlib.suppress(FileNotFoundError):
                 sock.unlink()
-            httpd = _UnixHTTPServer(str(sock), _handler(Api(self.backend, ep, self.cap)))
+            httpd = _UnixHTTPServer(str(sock), _handler(Api(self.backend, ep, self.limits)))
             os.chmod(sock, 0o777)
             threading.Thread(target=httpd.serve_forever, daemon=True).start()
             self.endpoints[ep.name] = (ep, httpd)
@@ -569,8 +857,11 @@ class Server:
         if op == "usage":
             return {"ok": True, "usage": ep.usage()}
         if op == "close":
+            # the evaluation is over: its requests, running or queued, stop now
+            ep.closed.set()
             httpd.shutdown()
             httpd.server_close()
+            ep.close(timeout=60)
             del self.endpoints[name]
             return {"ok": True, "usage": ep.usage()}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -682,6 +973,8 @@ class ModelServer:
         threads: int = 1,
         max_batch: int = 64,
         max_tokens: int = 512,
+        max_request_tokens: int = 32768,
+        memory_mb: int | None = None,
         start_timeout_s: float = 300.0,
     ) -> None:
         self.sandbox = sandbox
@@ -690,6 +983,8 @@ class ModelServer:
         self.threads = threads
         self.max_batch = max_batch
         self.max_tokens = max_tokens
+        self.max_request_tokens = max_request_tokens
+        self.memory_mb = memory_mb
         self.start_timeout_s = start_timeout_s
         self.dir: Path | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -747,9 +1042,13 @@ class ModelServer:
             str(self.max_batch),
             "--max-tokens",
             str(self.max_tokens),
+            "--max-request-tokens",
+            str(self.max_request_tokens),
         ]
+        # CUDA maps far more address space than it uses: the limit binds the CPU backend only
+        memory = self.memory_mb if self.backend == "transformers" else None
         cmd, cwd, host_env = self.sandbox.launch(
-            argv, mounts=[m_models, m_serve, m_script], cwd=m_serve, env=env
+            argv, mounts=[m_models, m_serve, m_script], cwd=m_serve, env=env, memory_mb=memory
         )
         log = (self.dir / "server.log").open("ab")
         self._proc = subprocess.Popen(
@@ -878,6 +1177,9 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument("--backend", choices=["auto", "transformers", "vllm"], default="auto")
     srv.add_argument("--max-batch", type=int, default=64)
     srv.add_argument("--max-tokens", type=int, default=512, help="cap on max_tokens")
+    srv.add_argument(
+        "--max-request-tokens", type=int, default=32768, help="cap on prompts * n * max_tokens"
+    )
     fwd = sub.add_parser("forward", help="in-sandbox forwarder: run a command against a socket")
     fwd.add_argument("--socket", required=True)
     fwd.add_argument("command", nargs=argparse.REMAINDER)
@@ -890,7 +1192,7 @@ def main(argv: list[str] | None = None) -> int:
         kind = "vllm" if vllm_usable() else "transformers"
     backend = (VllmBackend if kind == "vllm" else TransformersBackend)(args.max_batch)
     print(json.dumps({"ok": True, "ready": True, "backend": kind}), flush=True)
-    Server(backend, args.max_tokens).loop(sys.stdin, sys.stdout)
+    Server(backend, Limits(args.max_tokens, args.max_request_tokens)).loop(sys.stdin, sys.stdout)
     return 0
 
 

@@ -147,6 +147,7 @@ class RunState:
     reflected: dict[int, str] = field(default_factory=dict)
     evaluations: int = 0
     tokens: int = 0
+    tokens_refused: int = 0  # requests the model server refused: the allowance could not cover them
     cost: float = 0.0
     terminal: dict[str, Any] | None = None
     wall_closed: float = 0.0  # wall seconds of finished sessions
@@ -154,6 +155,8 @@ class RunState:
     problems: list[str] = field(default_factory=list)
     records: int = 0
     lessons_digest: str | None = None
+    #: model tokens and cost each candidate's operators (mutate, ...) spent
+    operator_usage: dict[str, tuple[int, float]] = field(default_factory=dict)
     #: operators' attempts to read beyond their slot's view (information_flow_violation)
     violations: list[dict[str, Any]] = field(default_factory=list)
     # -- indexes kept as events fold, so no per-step query scans every candidate ------
@@ -372,7 +375,11 @@ class RunState:
 
     def _on_usage(self, ev: Event, d: E.UsageSpent) -> None:
         self.tokens += d.tokens
+        self.tokens_refused += d.refused or 0
         self.cost += d.cost
+        if d.slot != "evaluate":  # the most one child's operators spent (budget reserves it)
+            spent = self.operator_usage.get(d.id, (0, 0.0))
+            self.operator_usage[d.id] = (spent[0] + d.tokens, spent[1] + d.cost)
 
     def _on_run_interrupted(self, ev: Event, d: E.RunInterrupted) -> None:
         self.terminal = {"state": "interrupted", **E.payload(d)}

@@ -40,14 +40,13 @@ from pydantic import Field, ValidationError
 from rsiframe import api, oprunner, surface
 from rsiframe.api import READS, SLOT_BASES, Operator, Result, SandboxUse, may_read
 from rsiframe.errors import OperatorNotFound
+from rsiframe.mounts import INPUTS_INSIDE, LIB_INSIDE, WORK_INSIDE
 from rsiframe.oprunner import RESULTS, SCHEMA_VERSION, CandidateInfo, Request, Response
 from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
+from rsiframe.validation import clean
 
 PREFIX = "candidate:"
 UNTRUSTED_SLOTS = tuple(RESULTS)
-LIB_INSIDE = "/rsi/lib"
-IN_INSIDE = "/rsi/in"
-WORK_INSIDE = "/rsi/work"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -119,7 +118,7 @@ class UntrustedOperator(Operator):
                 shutil.copyfile(str(mod.__file__), lib / Path(str(mod.__file__)).name)
             (t / "in").mkdir()
             m_lib = Mount(t / "lib", LIB_INSIDE)
-            m_in = Mount(t / "in", IN_INSIDE)
+            m_in = Mount(t / "in", INPUTS_INSIDE)
             m_src = Mount(self.sources(ctx.parent.id), oprunner.SOURCE_INSIDE)
             mounts = [m_lib, m_in, m_src]
             cwd = m_in
@@ -254,7 +253,7 @@ def _first(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(root)"
     more = len(exc.errors()) - 1
-    return f"{loc}: {err['msg']}" + (f" (and {more} more)" if more else "")
+    return f"{loc}: {clean(err['msg'])}" + (f" (and {more} more)" if more else "")
 
 
 def _tail(data: bytes, limit: int = 500) -> str:

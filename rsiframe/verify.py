@@ -38,10 +38,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
-from rsiframe import yamlsafe
+from rsiframe import opcode, yamlsafe
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.digest import sha256_json
+from rsiframe.drift import operator_drift, task_drift
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
 from rsiframe.evaluator import (
     EvaluationOutput,
@@ -50,6 +51,7 @@ from rsiframe.evaluator import (
     make_evaluator,
     run_tasks,
 )
+from rsiframe.hostfacts import differing
 from rsiframe.loader import unsigned_events
 from rsiframe.runfolder import RunPaths
 from rsiframe.signing import BadSignature, RecordVerifier
@@ -63,6 +65,8 @@ CHECKS = (
     "state",
     "certificates",
     "locks",
+    "operators",
+    "tasks",
     "commits",
     "admitted",
     "evidence",
@@ -93,6 +97,8 @@ class Reproduction(BaseModel):
     deviations: list[TaskDeviation]
     isolation: str | None
     notes: list[str]
+    build: str | None = None  # D/T/H: "rebuilt" (--rebuild) or "cache" (what the cache held)
+    host_differs: list[str] = []  # D/T/H: host facts unlike the record's, when rewards moved
 
 
 class VerifyReport(BaseModel):
@@ -136,8 +142,10 @@ def verify(
     expected_key: bytes | None = None,
     candidate: str | None = None,
     head: str | None = None,
+    rebuild: bool = False,
 ) -> VerifyReport:
-    """Run every check on the run folder ``root``; ``reproduce`` adds the re-evaluation,
+    """Run every check on the run folder ``root``; ``reproduce`` adds the re-evaluation
+    (``rebuild``: D/T/H models built again in an empty cache instead of read from it),
     ``head`` (``N:HASH``, :func:`archive.chain_head`) the truncation check."""
     wanted = parse_head(head) if head is not None else None
     paths = RunPaths(Path(root).resolve()).check()
@@ -160,7 +168,9 @@ def verify(
         checks.skip(names, "an earlier check failed")
         report.checks = checks.items
         report.problems = [p for c in checks.items for p in c.problems]
-        report.ok = all(c.status == "ok" for c in checks.items)
+        # a skipped check is either behind a failed one or has nothing on this machine to
+        # look at (the task set of a copied run folder)
+        report.ok = not any(c.status == "failed" for c in checks.items)
         return report
 
     # pubkey (its match with run_started is checked once the chain is read)
@@ -217,12 +227,27 @@ def verify(
     checks.add("state", f"{len(st.candidates)} candidates", other)
     checks.add("certificates", f"{st.records} certificates verified and bound", cert_problems)
     checks.add("locks", "recipe, task and evaluator locks", lock_problems(paths, st))
+    checks.add(
+        "operators",
+        "operator code on disk and in certificates matches the lock",
+        operator_drift(paths) + _operator_lock_problems(paths, st, events[0].data),
+    )
+    drifted, why_not = task_drift(paths, tasks_root)
+    if why_not:
+        checks.skip(("tasks",), why_not)
+    else:
+        checks.add("tasks", "task set on disk matches the task lock", drifted)
     checks.add("commits", "candidate commits, trees, parents and refs", _commit_problems(paths, st))
     checks.add("admitted", f"{len(st.admitted())} admitted candidates", _admitted_problems(st))
     checks.add("evidence", "trajectories and logs named by certificates", _evidence(paths, st))
     if reproduce:
         rep, problems = reproduce_champion(
-            paths, st, tolerance=tolerance, tasks_root=tasks_root, candidate=candidate
+            paths,
+            st,
+            tolerance=tolerance,
+            tasks_root=tasks_root,
+            candidate=candidate,
+            rebuild=rebuild,
         )
         report.reproduce = rep
         detail = (
@@ -309,6 +334,25 @@ def _evaluator_lock_problems(paths: RunPaths, st: RunState, spec: dict[str, Any]
     if evaluator.get("isolation") != st.isolation:
         problems.append("evaluator.lock.json isolation differs from the run's")
     return problems
+
+
+def _operator_lock_problems(
+    paths: RunPaths, st: RunState, run_started: dict[str, Any]
+) -> list[str]:
+    """The operator lock against what run_started signed, and every certificate's gate code."""
+    try:
+        locked = paths.read_json(paths.recipe_lock).get("operators")
+    except RsiError:
+        return []  # the locks check reports an unreadable lock
+    certified = [
+        (f"{c.id} {split} #{a.attempt}", a.record.predicate.code)
+        for c in st.candidates.values()
+        for split, attempts in c.attempts.items()
+        for a in attempts
+        if a.record is not None
+    ]
+    problems = opcode.signed_lock_problems(locked, run_started)
+    return problems + opcode.certificate_problems(locked, certified)
 
 
 def _task_lock_problems(paths: RunPaths, st: RunState) -> list[str]:
@@ -401,6 +445,7 @@ def reproduce_champion(
     tolerance: float = 0.0,
     tasks_root: Path | None = None,
     candidate: str | None = None,
+    rebuild: bool = False,
 ) -> tuple[Reproduction, list[str]]:
     """Re-evaluate the champion (or ``candidate``) on every split it was certified on.
 
@@ -438,7 +483,8 @@ def reproduce_champion(
     with tempfile.TemporaryDirectory(prefix="rsiframe-reproduce-") as tmp:
         scratch = Path(tmp)
         try:
-            evaluator = make_evaluator(spec["engine"], spec["config"], scratch / "work")
+            cache = scratch / "cache" if rebuild else None
+            evaluator = make_evaluator(spec["engine"], spec["config"], scratch / "work", cache)
         except RsiError as exc:
             return rep, [f"reproduce: {exc}"]
         try:
@@ -469,10 +515,13 @@ def reproduce_champion(
                     lambda b: put_artifact(store, b),
                     on_built=built.append,
                 )
-                _compare_model(rep, split, record.predicate.model, built)
+                _compare_model(rep, split, record.predicate.model, built, rebuild)
+                before = len(rep.deviations)
                 problems += _compare_rewards(
                     rep, c.id, split, ids, record.predicate.rewards, out, tolerance
                 )
+                if len(rep.deviations) > before:
+                    _host_differences(rep, split, record.predicate.model, built)
         except (ExportMismatch, RsiError) as exc:
             problems.append(f"reproduce: {exc}")
         except Exception as exc:  # the evaluation itself failed (e.g. a build): say so
@@ -537,13 +586,40 @@ def _compare_rewards(
     return problems
 
 
-def _compare_model(rep: Reproduction, split: str, recorded: dict | None, built: list[dict]) -> None:
-    """D/T/H: say whether the rebuilt model is the recorded one (training may not be exact)."""
+def _compare_model(
+    rep: Reproduction, split: str, recorded: dict | None, built: list[dict], rebuild: bool
+) -> None:
+    """D/T/H: say how the model was had (rebuilt, or from the cache) and whether it is the
+    recorded one (training may not be exact elsewhere)."""
     if not recorded or not built:
         return
+    steps = built[-1].get("steps") or {}
+    hits = [s for s in ("data", "train") if (steps.get(s) or {}).get("cached")]
+    if rebuild:
+        rep.build = "rebuilt"
+        rep.notes.append(f"{split}: dataset and model rebuilt here in an empty cache (--rebuild)")
+    else:
+        rep.build = "cache" if hits else "rebuilt"
+        how = f"read from the build cache ({', '.join(hits)})" if hits else "built here"
+        rep.notes.append(f"{split}: dataset and model {how}; --rebuild builds them again")
     want, got = recorded.get("weights_digest"), built[-1].get("weights_digest")
     if want and got and want != got:
         rep.notes.append(
             f"{split}: the rebuilt model's weights differ from the recorded ones "
             f"({str(got)[:19]} vs {str(want)[:19]}); rewards are compared within the tolerance"
         )
+
+
+def _host_differences(
+    rep: Reproduction, split: str, recorded: dict | None, built: list[dict]
+) -> None:
+    """D/T/H rewards moved past the tolerance: name the host facts unlike the record's."""
+    if not recorded or not built:
+        return
+    here = built[-1].get("host") or {}
+    names = differing(recorded.get("host"), here)
+    rep.host_differs = sorted(set(rep.host_differs) | set(names))
+    if names:
+        rep.notes.append(f"{split}: host facts that differ from the record's: {', '.join(names)}")
+    else:
+        rep.notes.append(f"{split}: every recorded host fact is the same here")

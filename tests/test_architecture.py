@@ -98,6 +98,7 @@ def test_leaves_stay_leaves() -> None:
         "sandbox.py",
         "tasks.py",
         "keys.py",
+        "mounts.py",
         "safefile.py",
         "appcopy.py",
         "yamlsafe.py",
@@ -126,6 +127,7 @@ def test_the_bottom_layer_reaches_only_leaves() -> None:
         "rsiframe.safefile",
         "rsiframe.digest",
         "rsiframe.errors",
+        "rsiframe.executorspec",  # pydantic only: the `evaluator.executor` key
         "rsiframe.models_schema",  # the recipe's models: (reaches only errors)
     }
     for name in ("events.py", "api.py", "schema.py"):
@@ -142,7 +144,8 @@ def test_operators_use_only_the_public_api() -> None:
     allowed = {
         "rsiframe.api",
         "rsiframe.sandbox",
-        "rsiframe.operators.shell",
+        "rsiframe.shell",
+        "rsiframe.mounts",
         "rsiframe.yamlsafe",
         "rsiframe",  # from rsiframe import llm
         "rsiframe.llm",  # the gateway client: how operators call models
@@ -225,3 +228,18 @@ def test_the_engines_steps_stay_small() -> None:
     steps = ("engine", "transaction", "evaluation", "certify", "review", "runstart", "opcall")
     big = {s: table[f"rsiframe/{s}.py"] for s in steps if table[f"rsiframe/{s}.py"] >= 400}
     assert not big, big
+
+
+def test_only_the_ray_executor_imports_ray_and_only_lazily() -> None:
+    for p in modules():
+        uses = {m for m in imports_of(p) if m == "ray" or m.startswith("ray.")}
+        if p.name != "rayexec.py":
+            assert not uses, f"{p.name} imports {uses}"
+            continue
+        top = {
+            a.name
+            for node in ast.parse(p.read_text()).body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for a in node.names
+        }
+        assert "ray" not in top, "rayexec.py must import ray inside functions (an extra)"

@@ -233,7 +233,8 @@ def test_default_run_folder_name(mini: Mini, monkeypatch: pytest.MonkeyPatch) ->
     assert res.exit_code == 0, res.stderr
     first = Path(res.stdout.splitlines()[0])
     assert first.parent == (mini.root / "archive").resolve()
-    assert first.name.startswith("mini-") and first.name.endswith("Z")
+    # the folder names the override too (mini[budget.max_generations=0])
+    assert first.name.startswith("mini.budget.max_generations=0-") and first.name.endswith("Z")
     assert status_json(first)["state"] == "finished"
 
 

@@ -88,7 +88,8 @@ def test_items_come_from_items_jsonl(tmp_path: Path) -> None:
     ]
     train = tmp_path / "train.jsonl"
     train.write_text(json.dumps({"prompt": "rev x=", "completion": "x"}) + "\nnot json\n")
-    assert list(training_texts(train)) == ["rev x= x", "not json"]
+    # every string, keys included: a key can hide text as well as a value
+    assert list(training_texts(train)) == ["prompt rev x= completion x", "not json"]
 
 
 @pytest.mark.parametrize("policy", ["reject", "flag"])
@@ -103,8 +104,8 @@ def test_the_policy_decides_in_the_build(tmp_path: Path, policy: str) -> None:
     (tmp_path / "work").mkdir()
     builder = Builder(cfg, make_sandbox("auto"), tmp_path / "work", tmp_path / "cache")
 
-    def check(path: Path):  # type: ignore[no-untyped-def]
-        return audit(training_texts(path), protected, cfg.contamination)
+    def check(texts):  # type: ignore[no-untyped-def]
+        return audit(texts, protected, cfg.contamination)
 
     with pytest.raises(BuildRejected) as info:
         builder.build(seed, lambda data: "", check)
@@ -114,6 +115,59 @@ def test_the_policy_decides_in_the_build(tmp_path: Path, policy: str) -> None:
         assert info.value.details["audit"]["overlapping"] == {"gate": 1, "sealed": 0}
     else:  # flagged: the build went on to the trainer (which crashes on purpose here)
         assert info.value.stage == "train"
+
+
+@pytest.mark.parametrize(
+    ("part", "plant"),
+    [
+        ("data", {"plant_meta": "WORD"}),  # hidden items with answers under a `meta` key
+        ("data", {"plant_file": "WORD"}),  # a side file of the dataset, JSON-escaped
+        ("trainer", {"notes": "WORD"}),  # a file of the train step's own inputs
+    ],
+)
+def test_everything_the_train_step_could_read_is_audited(
+    tmp_path: Path, part: str, plant: dict[str, str]
+) -> None:
+    """The data step rebuilds a gate item where the old audit did not look (`meta`, a side
+    file with the item JSON-escaped, trainer/): it is caught before any training."""
+    write_tasks(tmp_path / "tasks", n_tasks=2, per_task=3)
+    word = task_words(tmp_path / "tasks", "t1")[0]
+    cfg_part = {k: [word] for k in plant}
+    seed = write_seed(tmp_path / "seed", **{part: cfg_part})  # type: ignore[arg-type]
+    ts = TaskSet.load(tmp_path / "tasks")
+    protected = protected_items({"gate": [ts.tasks["t1"]], "sealed": [ts.tasks["t2"]]})
+    cfg = BuildConfig.model_validate(BUILD)
+    (tmp_path / "work").mkdir()
+    builder = Builder(cfg, make_sandbox("auto"), tmp_path / "work", tmp_path / "cache")
+    with pytest.raises(BuildRejected) as info:
+        builder.build(seed, lambda data: "", lambda t: audit(t, protected, cfg.contamination))
+    assert info.value.stage == "contamination" and "t1#1-0" in info.value.reason
+
+
+def test_the_train_step_gets_only_canonical_rows(tmp_path: Path) -> None:
+    """Extra keys and side files of the dataset never reach the train step."""
+    seed = write_seed(tmp_path / "seed", data={"plant_meta": ["zzzz"], "plant_file": ["yyyy"]})
+    show = (
+        "python3 -c \"import os,sys; d=os.environ['RSI_DATASET']; "
+        "sys.exit(repr(sorted(os.listdir(d))) + open(d + '/train.jsonl').read()[-400:])\""
+    )
+    cfg = BuildConfig.model_validate(BUILD | {"train": show})
+    (tmp_path / "work").mkdir()
+    builder = Builder(cfg, make_sandbox("auto"), tmp_path / "work", tmp_path / "cache")
+    with pytest.raises(BuildRejected) as info:
+        builder.build(seed, lambda data: "")
+    seen = info.value.details["stderr_tail"]
+    assert "['train.jsonl']" in seen and '"prompt": "rev ab="' in seen
+    assert "meta" not in seen and "zzzz" not in seen
+    assert not list((tmp_path / "work").glob("dataset-*"))  # the canonical copy is gone
+
+
+def test_strings_at_any_depth_are_read(tmp_path: Path) -> None:
+    train = tmp_path / "train.jsonl"
+    row = {"prompt": "p", "completion": "c", "meta": {"deep": [{"k": LONG}]}}
+    train.write_text(json.dumps(row) + "\n")
+    result = audit(training_texts(train), items(), ContaminationConfig())
+    assert [it.id for it in result.hits["gate"]] == ["a"]
 
 
 def _planted_run(tmp_path: Path, policy: str) -> tuple[Path, str, str]:

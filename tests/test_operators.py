@@ -715,3 +715,25 @@ def test_a_run_records_the_isolation_of_each_mutation(tmp_path: Path) -> None:
         assert d["sandbox"]["validate"]["isolation"].startswith(
             "bwrap userns"
         )  # auto picks bwrap where it works
+
+
+def test_knobs_change_is_a_one_line_diff_with_comments_kept(tmp_path: Path) -> None:
+    seed = (REPO / "tasks" / "sat3" / "seed" / "solver.yaml").read_text()
+    space = [
+        KnobSpec(file="solver.yaml", key="branching", choices=["first", "jw", "dlis"]),
+        KnobSpec(file="solver.yaml", key="restarts.base", range=(10, 400), step=10),
+    ]
+    for i in range(10):
+        d = tmp_path / str(i)
+        d.mkdir()
+        (d / "solver.yaml").write_text(seed)
+        m = Knobs(KnobsConfig(knobs=space, max_changes=1)).mutate(mctx(d, i))
+        (move,) = m.details["moves"]
+        before, after = seed.splitlines(), (d / "solver.yaml").read_text().splitlines()
+        assert len(before) == len(after)
+        changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+        assert len(changed) == 1, changed
+        old, new = changed[0]
+        assert "#" in new and old.split("#")[1] == new.split("#")[1]  # the comment stays
+        assert str(move["to"]) in new
+        assert type(move["to"]) in (str, int)  # plain JSON values in the record

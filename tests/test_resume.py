@@ -248,3 +248,76 @@ def test_resume_without_the_signing_key(mini: Mini) -> None:
     assert "signing key is not on this machine" in res.stderr
     # the run folder alone still verifies (public key only)
     assert json.loads(cli("verify", out, "--json").stdout)["ok"]
+
+
+# K=4 candidates in flight, in both modes: a SIGKILL leaves several mutations and
+# evaluations open at once; every open attempt re-runs as a new one, every unfinished
+# mutation is abandoned, and nothing already written is lost.
+K4_BOUNDARIES = [
+    ("kill:stage:mutate:3", "abandoned"),
+    ("kill:after:candidate_mutated:3", None),
+    ("kill:after:evaluation_started:6", "retried"),
+    ("kill:stage:task:9", "retried"),
+    ("kill:after:evaluation_certified:6", None),
+    ("kill:after:candidate_gated:2", None),
+    ("torn:evaluation_certified:5", "torn"),
+]
+K4_SETS = ["--set", "concurrency.candidates=4", "--set", "children_per_generation=4"]
+
+
+@pytest.mark.parametrize("mode", ["generational", "steady"])
+@pytest.mark.parametrize(("fault", "expect"), K4_BOUNDARIES, ids=[b[0] for b in K4_BOUNDARIES])
+def test_sigkill_with_four_in_flight_then_resume(
+    mini: Mini, fault: str, expect: str | None, mode: str
+) -> None:
+    out = mini.run_dir()
+    sets = [*K4_SETS, "--set", f"concurrency.mode={mode}"]
+    killed = run_proc(
+        ["run", str(mini.recipe), "--out", str(out), "--quiet", *sets], {"RSIFRAME_FAULT": fault}
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    before = (out / "events.jsonl").read_bytes()
+    res = cli("resume", out, "--quiet")
+    assert res.exit_code == 0, res.stderr
+    after = (out / "events.jsonl").read_bytes()
+    if expect == "torn":
+        kept = before[before.rfind(b"\n") + 1 :]
+        assert after.startswith(before[: len(before) - len(kept)])
+    else:
+        assert after.startswith(before)
+    st = status_json(out)
+    assert st["state"] == "finished", st["reason"]
+    assert all(c["state"] in TERMINAL for c in st["candidates"]), st["candidates"]
+    report = json.loads(cli("verify", out, "--json").stdout)
+    assert report["ok"], report["problems"]
+    evs = events(out)
+    if expect == "abandoned":
+        assert any(e["type"] == "candidate_abandoned" for e in evs)
+    if expect == "retried":
+        interrupted = [e["data"] for e in evs if e["type"] == "evaluation_interrupted"]
+        assert interrupted
+        for d in interrupted:  # each open attempt re-ran as the next attempt
+            starts = [
+                e["data"]["attempt"]
+                for e in evs
+                if e["type"] == "evaluation_started"
+                and (e["data"]["id"], e["data"]["split"]) == (d["id"], d["split"])
+            ]
+            assert starts == [d["attempt"], d["attempt"] + 1]
+
+
+def test_ctrl_c_with_four_in_flight_interrupts_and_resumes(mini: Mini) -> None:
+    proc, out = start_run(mini, *K4_SETS, "--set", "budget.max_generations=3")
+    wait_for(out, b"candidate_gated")
+    wait_for(out, b'"evaluation_started"', 60)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert events(out)[-1]["type"] == "run_interrupted"
+    res = cli("resume", out, "--quiet")
+    assert res.exit_code == 0, res.stderr
+    st = status_json(out)
+    assert st["state"] == "finished"
+    assert all(c["state"] in TERMINAL for c in st["candidates"]), st["candidates"]
+    assert json.loads(cli("verify", out, "--json").stdout)["ok"]

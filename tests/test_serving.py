@@ -7,10 +7,13 @@ goes through the in-sandbox forwarder exactly as a harness does.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import shutil
 import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,13 @@ from dth import tiny_model
 
 from rsiframe.evaluator import serving_file
 from rsiframe.sandbox import Mount, make_sandbox
-from rsiframe.serving import ModelRefused, ModelServer, OpenEndpoint, check_model_dir
+from rsiframe.serving import (
+    ModelRefused,
+    ModelServer,
+    OpenEndpoint,
+    ServerError,
+    check_model_dir,
+)
 
 
 class UnixConnection(http.client.HTTPConnection):
@@ -139,21 +148,168 @@ def test_unknown_route(served) -> None:  # type: ignore[no-untyped-def]
 
 def test_tokens_are_metered_per_endpoint_and_the_allowance_is_enforced(served) -> None:  # type: ignore[no-untyped-def]
     server, _ep, model_dir = served
-    ep = server.open("metered", model_dir, "tiny", 30)
+    ep = server.open("metered", model_dir, "tiny", 60)
+    # each request holds its worst case: 11 prompt tokens + 8 completion tokens
+    spent, refused = 0, 0
     try:
-        status, first = complete(ep, prompt=["rev abc=", "rev abd="], max_tokens=8, temperature=0)
-        assert status == 200
-        spent = first["usage"]["total_tokens"]
-        while spent < 30:  # keep asking until the allowance is used up
-            status, more = complete(ep, prompt="rev abcdef=", max_tokens=8, temperature=0)
+        for _ in range(10):
+            status, out = complete(ep, prompt="rev abcdef=", max_tokens=8, temperature=0)
+            if status == 429:
+                refused += 1
+                assert out["error"]["type"] == "insufficient_quota"
+                assert "may use 19 tokens" in out["error"]["message"]
+                break
             assert status == 200
-            spent += more["usage"]["total_tokens"]
-        status, refused = complete(ep, prompt="rev abc=", max_tokens=8, temperature=0)
-        assert status == 429 and refused["error"]["type"] == "insufficient_quota"
+            spent += out["usage"]["total_tokens"]
+            assert spent <= 60
     finally:
         usage = server.close_endpoint(ep)
+    assert refused == 1 and 60 - spent < 19  # refused only once the worst case did not fit
     assert usage["total_tokens"] == spent and usage["refused"] == 1
     assert not ep.folder.exists()
+
+
+def test_a_request_over_the_declared_cap_is_refused_before_it_runs(served) -> None:  # type: ignore[no-untyped-def]
+    _server, ep, _ = served
+    # 64 prompts x n 64 x 16 tokens = 65,536 > the default cap of 32,768
+    status, out = complete(ep, prompt=["rev ab="] * 64, n=64, max_tokens=16)
+    assert status == 400 and out["error"]["code"] == "request_too_large"
+    assert "65536" in out["error"]["message"] and "32768" in out["error"]["message"]
+
+
+def test_parallel_requests_never_overdraw_the_allowance(served) -> None:  # type: ignore[no-untyped-def]
+    """8 requests at once against a small allowance: the reservation admits only what
+    fits, so the charged total stays within the allowance (the old check-then-charge
+    let all 8 through)."""
+    server, _ep, model_dir = served
+    ep = server.open("parallel", model_dir, "tiny", 200)
+    body = {"prompt": ["rev abc=", "rev abd=", "rev xyz="], "max_tokens": 16, "temperature": 0}
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: complete(ep, **body), range(8)))
+    finally:
+        usage = server.close_endpoint(ep)
+    statuses = sorted(status for status, _ in results)
+    charged = sum(out["usage"]["total_tokens"] for status, out in results if status == 200)
+    assert statuses.count(200) >= 1 and statuses.count(429) >= 1
+    assert set(statuses) <= {200, 429}
+    assert usage["total_tokens"] == charged <= 200
+    assert usage["refused"] == statuses.count(429)
+
+
+def raw(ep: OpenEndpoint, head: str, body: bytes = b"") -> tuple[int, str]:
+    """Send bytes as they are; the status line and body of the answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(str(ep.folder / "api.sock"))
+        s.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    status = int(data.split(b" ", 2)[1])
+    return status, data.split(b"\r\n\r\n", 1)[1].decode()
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "words"),
+    [
+        ("Content-Length: -1\n", 400, "one non-negative integer"),
+        ("Content-Length: +5\n", 400, "one non-negative integer"),
+        ("Content-Length: 5\nContent-Length: 6\n", 400, "one non-negative integer"),
+        ("", 411, "Content-Length is required"),
+        ("Transfer-Encoding: chunked\n", 411, "Transfer-Encoding is not accepted"),
+        (f"Content-Length: {(16 << 20) + 1}\n", 413, "request body over"),
+        ("Content-Length: 99999999999999\n", 400, "one non-negative integer"),
+    ],
+)
+def test_the_body_reader_is_strict(served, headers: str, status: int, words: str) -> None:  # type: ignore[no-untyped-def]
+    """Bad framing is answered at once, without reading (or buffering) a byte of body."""
+    _server, ep, _ = served
+    head = f"POST /v1/completions HTTP/1.1\nHost: x\n{headers}Connection: keep-alive\n\n"
+    got, text = raw(ep, head, b"x" * 1000)  # the server closes without waiting for more
+    assert got == status and words in json.loads(text)["error"]["message"]
+    assert complete(ep, prompt="rev ab=", max_tokens=2)[0] == 200  # still serving
+
+
+def test_a_short_body_is_refused(served) -> None:  # type: ignore[no-untyped-def]
+    _server, ep, _ = served
+    head = "POST /v1/completions HTTP/1.1\nHost: x\nContent-Length: 50\n\n"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(str(ep.folder / "api.sock"))
+        s.sendall(head.replace("\n", "\r\n").encode() + b'{"model":')
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert b" 400 " in data.split(b"\r\n", 1)[0] and b"ended before" in data
+
+
+BIG = {"prompt": ["rev abc="] * 64, "n": 64, "max_tokens": 8, "temperature": 0}  # 32,768
+
+
+def _send_and_leave(ep: OpenEndpoint, wait_s: float) -> None:
+    """A saboteur: send a huge request, wait a moment, then go away without reading."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(ep.folder / "api.sock"))
+    body = json.dumps({"model": "tiny", **BIG}).encode()
+    head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+    s.sendall(head.encode() + body)
+    time.sleep(wait_s)
+    s.close()
+
+
+def test_generation_stops_when_the_client_leaves(served) -> None:  # type: ignore[no-untyped-def]
+    """The abandoned request is cancelled at its next token: a request on another
+    endpoint queued behind it then completes, and the saboteur is charged only what it
+    generated before it left."""
+    server, _ep, model_dir = served
+    bad = server.open("saboteur", model_dir, "tiny", None)
+    good = server.open("honest", model_dir, "tiny", None)
+    try:
+        _send_and_leave(bad, 1.0)
+        status, out = complete(good, prompt=["rev abc=", "rev xyz="], max_tokens=6, temperature=0)
+        assert status == 200 and len(out["choices"]) == 2
+        # the honest request waited for the model lock, so the saboteur's generation is
+        # over; its handler settles the usage a moment after releasing the lock
+        for _ in range(100):
+            usage = server.call({"op": "usage", "name": "saboteur"})["usage"]
+            if usage["cancelled"]:
+                break
+            time.sleep(0.1)
+    finally:
+        server.close_endpoint(bad)
+        server.close_endpoint(good)
+    assert usage["cancelled"] == 1
+    assert usage["completion_tokens"] < 64 * 64 * 8
+
+
+def test_closing_an_endpoint_cancels_its_requests(served) -> None:  # type: ignore[no-untyped-def]
+    """The evaluation ends while its request runs: the request stops and is charged for
+    what it generated; the close does not wait for the whole generation."""
+    server, _ep, model_dir = served
+    ep = server.open("ending", model_dir, "tiny", None)
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(complete, ep, **BIG)
+        time.sleep(1.0)
+        usage = server.close_endpoint(ep)
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            status, out = fut.result()
+            assert status == 503 and out["error"]["code"] == "cancelled"
+    assert usage["cancelled"] == 1 and usage["completion_tokens"] < 64 * 64 * 8
+
+
+def test_the_server_runs_under_its_memory_limit(served, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """memory_mb binds the server process: far too little and it cannot even start."""
+    _server, _ep, model_dir = served
+    small = ModelServer(
+        make_sandbox("auto"), model_dir.parents[1], memory_mb=64, start_timeout_s=60
+    )
+    try:
+        with pytest.raises(ServerError):
+            small.open("x", model_dir, "tiny", None)
+    finally:
+        small.stop()
 
 
 def test_a_pickled_model_is_refused(served, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -258,3 +414,46 @@ def test_a_llama_model_is_served_too(served) -> None:  # type: ignore[no-untyped
         assert status == 200 and len(body["choices"]) == 2
     finally:
         shutil.rmtree(llama_dir.parent)
+
+
+@pytest.mark.e2e
+def test_a_saboteur_child_does_not_change_the_next_childs_scores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saboteur harness leaves 40 huge requests (about 70 s of generation) on the shared
+    server and exits; an honest candidate evaluated right after it, with a 30 s agent
+    timeout, scores exactly what it scored before the saboteur ran."""
+    from dth import BUILD, write_seed, write_tasks
+
+    from rsiframe.evaluator import LocalEngine, LocalEngineConfig
+    from rsiframe.tasks import TaskSet
+
+    monkeypatch.setenv("RSIFRAME_CACHE_DIR", str(tmp_path / "cache"))
+    honest = write_seed(tmp_path / "honest")
+    saboteur = write_seed(tmp_path / "saboteur", harness={"mode": "sabotage", "floods": 40})
+    tasks = TaskSet.load(write_tasks(tmp_path / "tasks", n_tasks=2))
+    (tmp_path / "work").mkdir()
+    config = LocalEngineConfig.model_validate(
+        {
+            "agent": 'python3 "$RSI_CANDIDATE/harness/run.py"',
+            "agent_timeout_s": 30,
+            "concurrency": 2,
+            "build": BUILD,
+        }
+    )
+    engine = LocalEngine(config, tmp_path / "work")
+    todo = [tasks.tasks[t] for t in sorted(tasks.tasks)]
+
+    def rewards(candidate: Path) -> dict[str, tuple[float, str | None]]:
+        out = engine.run(candidate, todo, lambda data: "")
+        return {t: (r.reward, r.error) for t, r in out.runs.items()}
+
+    try:
+        before = rewards(honest)
+        assert all(error is None for _, error in before.values()), before
+        sabotaged = engine.run(saboteur, todo, lambda data: "")
+        assert sabotaged.usage is not None and sabotaged.usage["cancelled"] >= 1
+        after = rewards(honest)
+    finally:
+        engine.close()
+    assert after == before

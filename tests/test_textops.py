@@ -58,6 +58,39 @@ def test_generate_rewrites_the_shipped_tasks_byte_identically(tmp_path: Path) ->
         assert {p.name: file_rows(p) for p in task_dirs(out)} == shipped
 
 
+def test_gate_and_sealed_items_are_not_derivable_from_the_public_generator() -> None:
+    """The shipped split's gate and sealed tasks hold stored items from a secret seed: the
+    public generator's own draws for them (what a candidate could recompute) share no
+    item with them, while every train task is exactly what the public seed draws."""
+    import random
+
+    from rsiframe.recipe import load as load_recipe
+    from rsiframe.tasks import make_split
+
+    gen = load("textops_gen", TEXTOPS / "generate.py")
+    ids = sorted(p.name for p in task_dirs(TEXTOPS))
+    split = load_recipe(REPO / "recipes" / "textops-base.yaml").recipe.tasks.split
+    shipped = make_split(ids, ratios=split.ratios, seed=split.seed)
+    assert gen.hidden_ids(ids) == set(shipped["gate"]) | set(shipped["sealed"])
+    rng, seen, slot, public = random.Random(gen.RNG_SEED), set(), 0, {}
+    for tid in ids:  # the public stream, as generate.py draws it
+        for _ in range(gen.ITEMS):
+            kind = gen.KINDS[slot % 3]
+            slot += 1
+            while (text := gen.draw_problem(rng, kind)) in seen:
+                pass
+            seen.add(text)
+            public.setdefault(tid, []).append(text)
+    for tid in ids:
+        path = TEXTOPS / tid / "environment" / "items.jsonl"
+        items = [json.loads(x)["prompt_text"] for x in path.open()]
+        if tid in gen.hidden_ids(ids):
+            assert not set(items) & seen, tid  # nothing the public stream draws anywhere
+        else:
+            assert items == public[tid]
+    assert str(gen.RNG_SEED) in (TEXTOPS / "generate.py").read_text()
+
+
 def test_every_task_parses_and_hides_its_answers() -> None:
     taskset = TaskSet.load(TEXTOPS)
     assert sorted(taskset.tasks) == [f"textops-{i:03d}" for i in range(1, 61)]

@@ -87,7 +87,7 @@ def test_source_folds_like_load_run(run_dir: Path) -> None:
             c.scores.gate,
             c.scores.sealed,
         )
-        assert r.badge == "✓"
+        assert r.badge == ("·" if c.state == "rejected" else "✓")  # never evaluated
     assert src.champion() is not None and src.champion().id == report.champion
     assert src.run_state() == "finished"
 

@@ -29,6 +29,7 @@ READ_SIDE = {
 #: what the read side may pull in below it (leaves); never the evaluator, builds,
 #: serving, the sandbox, the engine or operator loading
 BELOW_READ_SIDE = {
+    "rsiframe.executorspec",  # the recipe schema's executor section (bottom layer)
     "rsiframe.events",
     "rsiframe.faults",
     "rsiframe.keys",

@@ -75,6 +75,24 @@ def badge(c: Candidate) -> str:
     return "!" if c.state == "failed" else "…"
 
 
+def in_flight(st: RunState) -> list[tuple[str, str]]:
+    """Candidates in flight and their stage: mutating, waiting for a slot, evaluating a
+    split, or waiting for the gate (generational mode gates a whole generation at once)."""
+    out = []
+    for c in st.candidates.values():
+        s = c.state
+        if s == "proposed":
+            out.append((c.id, "mutating"))
+        elif s == "mutated":
+            out.append((c.id, "waiting for a slot"))
+        elif s == "evaluating":
+            running = [a.split for t in c.attempts.values() for a in t if a.status == "running"]
+            out.append((c.id, f"evaluating {running[0]}" if running else "waiting for a slot"))
+        elif s == "certified" and not c.is_seed:
+            out.append((c.id, "waiting for the gate"))
+    return out
+
+
 def row_of(c: Candidate) -> Row:
     decision = c.decision["reason"] if c.decision else ""
     if c.rejected:

@@ -333,9 +333,11 @@ def build(
     slots: dict[str, Any] | None = None,
     sandbox: str = "auto",
     engine: str = "local",
+    concurrency: dict[str, Any] | None = None,
 ) -> Experiment:
     """Write the experiment under ``root``. ``params`` switches mutate to the attack script;
-    ``engine: harbor`` evaluates through Harbor in its ``bwrap`` environment."""
+    ``engine: harbor`` evaluates through Harbor in its ``bwrap`` environment; ``concurrency``
+    is the recipe's ``concurrency:`` (candidates in flight, mode)."""
     root.mkdir(parents=True, exist_ok=True)
     tasks = root / "tasks"
     for tid, need in NEEDS.items():
@@ -401,6 +403,8 @@ def build(
         "children_per_generation": children,
         "random_seed": seed,
     }
+    if concurrency:
+        data["concurrency"] = dict(concurrency)
     exp = Experiment(root, keys, root / "recipe.yaml", tasks, s, data)
     exp.write_recipe()
     return exp

@@ -9,6 +9,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 from rich.table import Table
@@ -63,13 +64,19 @@ def check_names(names: list[str]) -> list[str]:
 
 
 def run_trial(
-    name: str, index: int, seed: int, sandbox: str = "auto", engine: str = "local"
+    name: str,
+    index: int,
+    seed: int,
+    sandbox: str = "auto",
+    engine: str = "local",
+    concurrency: dict[str, Any] | None = None,
 ) -> TrialResult:
     """One independent trial in its own temp folder (removed afterwards)."""
     root = Path(tempfile.mkdtemp(prefix=f"rsiframe-selftest-{name}-"))
     t0 = time.perf_counter()
     try:
-        problems = SCENARIOS[name](Trial(index, random.Random(seed), root, sandbox, engine))
+        trial = Trial(index, random.Random(seed), root, sandbox, engine, concurrency)
+        problems = SCENARIOS[name](trial)
     except Exception as exc:  # a crash of the scenario itself is a failed trial, with its cause
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         problems = [f"{type(exc).__name__}: {exc} (at {Path(tb.filename).name}:{tb.lineno})"]
@@ -91,6 +98,7 @@ def run_selftest(
     seed: int | None = None,
     sandbox: str = "auto",
     engine: str = "local",
+    concurrency: dict[str, Any] | None = None,
     on_trial: Callable[[str, TrialResult], None] | None = None,
 ) -> SelftestReport:
     names = check_names(names)
@@ -102,7 +110,7 @@ def run_selftest(
         outcomes = []
         for i in range(trials):
             trial_seed = random.Random(f"{base}:{name}:{i}").randrange(2**31)
-            r = run_trial(name, i, trial_seed, sandbox, engine)
+            r = run_trial(name, i, trial_seed, sandbox, engine, concurrency)
             outcomes.append(r)
             if on_trial is not None:
                 on_trial(name, r)

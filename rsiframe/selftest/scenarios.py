@@ -42,6 +42,7 @@ class Trial:
     root: Path
     sandbox: str = "auto"  # the evaluator's sandbox in the experiment's recipe
     engine: str = "local"  # the experiment's evaluator engine (harbor: the bwrap environment)
+    concurrency: dict[str, Any] | None = None  # the recipe's candidates in flight
 
     def experiment(self, **kw: Any) -> Experiment:
         return build(
@@ -49,6 +50,7 @@ class Trial:
             seed=self.rng.randrange(10_000),
             sandbox=self.sandbox,
             engine=self.engine,
+            concurrency=self.concurrency,
             **kw,
         )
 
@@ -242,6 +244,7 @@ def edit_evaluator(t: Trial) -> list[str]:
         seed=t.rng.randrange(10_000),
         sandbox=t.sandbox,
         engine=t.engine,
+        concurrency=t.concurrency,
         generations=1,
         children=2,
         params={
@@ -556,7 +559,7 @@ class BadSelect(SelectOperator):
     Config = BadConfig
 
     def select(self, ctx):
-        if len(ctx.run.candidates()) == int(self.config.victim[1:]):
+        if ctx.candidate_id == self.config.victim:
             return Selection(parent="c9999", reason="a parent that does not exist")
         return Best(Best.Config()).select(ctx)
 '''
@@ -679,6 +682,8 @@ def oversized_result(t: Trial) -> list[str]:
     return _bad_operator_run(t, slot, "huge", size)
 
 
+from rsiframe.selftest.build_scenarios import BUILD_SCENARIOS  # noqa: E402
+
 SCENARIOS: dict[str, Scenario] = {
     "kill_mutate": kill_mutate,
     "kill_evaluate": kill_evaluate,
@@ -699,6 +704,7 @@ SCENARIOS: dict[str, Scenario] = {
     "task_edited": task_edited,
     "malformed_result": malformed_result,
     "oversized_result": oversized_result,
+    **BUILD_SCENARIOS,
 }
 
 # the security review's scenarios (issue 10) live in their own module, which adds them to

@@ -158,7 +158,11 @@ def run_contract(task: Path, candidate: Path) -> Run:
         verifier_logs = Path(scratch) / "verifier-logs"
         (verifier_logs / "verifier").mkdir(parents=True)
         env = dict(
-            os.environ, RSI_APP=str(app), RSI_TESTS=str(task / "tests"), RSI_LOGS=str(verifier_logs)
+            os.environ,
+            RSI_APP=str(app),
+            RSI_TESTS=str(task / "tests"),
+            RSI_LOGS=str(verifier_logs),
+            RSI_CANDIDATE=str(candidate),
         )
         subprocess.run(
             ["bash", str(task / "tests" / "test.sh")],
@@ -205,7 +209,8 @@ def run_in_process(job: tuple[Path, dict[str, Any]]) -> Run:
     with tempfile.TemporaryDirectory(prefix="sat3-") as scratch:
         solution = Path(scratch) / "solution.txt"
         solver.write_solution(solution, outcome)
-        reward, _ = check.verdict(solution, task / "tests" / "instance.cnf")
+        (Path(scratch) / "solver.yaml").write_text(yaml.safe_dump(knobs, sort_keys=False))
+        reward, _ = check.verdict(solution, task / "tests" / "instance.cnf", scratch)
     return Run(reward, seconds, outcome.decisions)
 
 

@@ -55,7 +55,9 @@ as stated by its `c max_decisions {max_decisions}` line; unit propagations and p
 assignments are not decisions. Write `/app/solution.txt` in DIMACS solution format: a line
 `s SATISFIABLE`, the assignment as `v ...` lines ending with `0`, and a line `c decisions K`
 reporting how many decisions you made (or `s UNKNOWN` if you gave up). The reward is 1 only if
-the assignment satisfies every clause and K is within the budget.
+the assignment satisfies every clause and the verifier's own run of the task's DPLL engine with
+your `solver.yaml` also finds a model within the budget: the verifier counts the decisions
+itself, and the reported K decides nothing.
 """
 
 DOCKERFILE = """\
@@ -70,6 +72,9 @@ COPY instance.cnf /app/instance.cnf
 VERIFIER = Path(__file__).resolve().parent / "verifier"
 TEST_SH = (VERIFIER / "test.sh").read_text()
 CHECK_PY = (VERIFIER / "check.py").read_text()
+# the engine the verifier runs to count decisions itself: a frozen copy of the shipped
+# seed solver (the verifier never runs the candidate's code, only reads its solver.yaml)
+ENGINE_PY = (Path(__file__).resolve().parent / "seed" / "solver.py").read_text()
 
 
 def random_formula(rng: random.Random, num_vars: int, num_clauses: int) -> list[Clause]:
@@ -164,6 +169,7 @@ def write_task(root: Path, task_id: str, num_vars: int, clauses: list[Clause], b
     write(task / "environment" / "instance.cnf", cnf)
     write(task / "tests" / "test.sh", TEST_SH, executable=True)
     write(task / "tests" / "check.py", CHECK_PY, executable=True)
+    write(task / "tests" / "dpll.py", ENGINE_PY)
     write(task / "tests" / "instance.cnf", cnf)
 
 

@@ -2,7 +2,12 @@
 """Generate the textops task set: batches of short text problems scored by exact match.
 
 ``python3 tasks/textops/generate.py`` rewrites every ``textops-NNN`` folder
-byte-identically (fixed RNG seed, CPython's Mersenne Twister). Each task holds
+byte-identically. The items of the tasks the shipped split puts in train come from the
+public RNG seed (CPython's Mersenne Twister); the items of its gate and sealed tasks are
+**stored** (each such task's ``environment/items.jsonl``), drawn once from a secret seed
+that appears nowhere (``--hidden-seed``, from ``os.urandom``, never written down), so no
+code a candidate can read derives them. Without ``--hidden-seed`` the stored items are
+read back and every other file is rewritten around them. Each task holds
 ``ITEMS`` problems of three kinds, interleaved so every task mixes them: reverse a
 string, sort its letters, add two numbers. Difficulty varies with the length
 (5-6 letters) and carries (3-digit operands). The agent sees only
@@ -26,6 +31,10 @@ NUM_TASKS = 60
 ITEMS = 8
 RNG_SEED = 20261130
 KINDS = ("reverse", "sort", "add")
+#: the split of the shipped recipes (``tasks.split`` in recipes/textops-base.yaml; the
+#: same rule as ``rsiframe.tasks.make_split``): its gate and sealed tasks hold stored items
+SPLIT_SEED = 0
+TRAIN_RATIO = 0.4
 # Problem sizes of the stored items. The contamination audit counts an item only when its
 # whole text occurs as a word/number in the training data, so a chance overlap needs the
 # generator to draw that exact problem: 5-6 random letters (26^5 ~ 1.2e7 strings) and
@@ -120,23 +129,51 @@ def write_task(root: Path, task_id: str, problems: list[tuple[str, str]]) -> Non
     write(task / "tests" / "expected.jsonl", jsonl(expected))
 
 
+def hidden_ids(ids: list[str]) -> set[str]:
+    """The gate and sealed tasks of the shipped split (everything but its train share)."""
+    order = sorted(ids)
+    random.Random(SPLIT_SEED).shuffle(order)
+    return set(order[round(len(order) * TRAIN_RATIO) :])
+
+
+def stored_problems(task: Path) -> list[tuple[str, str]]:
+    """A hidden task's stored items, read back from its ``environment/items.jsonl``."""
+    path = task / "environment" / "items.jsonl"
+    if not path.is_file():
+        raise SystemExit(
+            f"{path} is missing: restore it from git, or draw new hidden items with "
+            "--hidden-seed $(python3 -c 'import os; print(os.urandom(16).hex())')"
+        )
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(r["kind"], r["prompt_text"]) for r in rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE, help="where the task folders go")
     parser.add_argument("--tasks", type=int, default=NUM_TASKS)
     parser.add_argument("--items", type=int, default=ITEMS, help="problems per task")
-    parser.add_argument("--seed", type=int, default=RNG_SEED)
+    parser.add_argument("--seed", type=int, default=RNG_SEED, help="seed of the train items")
+    parser.add_argument(
+        "--hidden-seed",
+        help="hex secret to draw new gate/sealed items from (never write it down); "
+        "without it the stored items are kept",
+    )
     args = parser.parse_args(argv)
 
     rng = random.Random(args.seed)
+    secret = random.Random(bytes.fromhex(args.hidden_seed)) if args.hidden_seed else None
     args.out.mkdir(parents=True, exist_ok=True)
-    wanted = {f"textops-{i:03d}" for i in range(1, args.tasks + 1)}
+    ids = [f"textops-{i:03d}" for i in range(1, args.tasks + 1)]
+    hidden = hidden_ids(ids)
+    stored = {t: stored_problems(HERE / t) for t in sorted(hidden)} if secret is None else {}
     for path in args.out.iterdir():
-        if re.fullmatch(r"textops-\d{3}", path.name) and path.name not in wanted:
+        if re.fullmatch(r"textops-\d{3}", path.name) and path.name not in ids:
             shutil.rmtree(path)
     seen: set[str] = set()
+    tasks: dict[str, list[tuple[str, str]]] = {}
     slot = 0
-    for index in range(1, args.tasks + 1):
+    for task_id in ids:  # the public stream, drawn for every task as always
         problems = []
         for _ in range(args.items):
             kind = KINDS[slot % len(KINDS)]
@@ -145,10 +182,26 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             seen.add(text)
             problems.append((kind, text))
-        write_task(args.out, f"textops-{index:03d}", problems)
+        tasks[task_id] = problems
+    seen |= {text for problems in stored.values() for _, text in problems}
+    for task_id in sorted(hidden):  # ... but gate and sealed tasks hold other items
+        if secret is None:
+            tasks[task_id] = stored[task_id]
+            continue
+        problems = []
+        for kind, _ in tasks[task_id]:
+            while (text := draw_problem(secret, kind)) in seen:
+                pass
+            seen.add(text)
+            problems.append((kind, text))
+        tasks[task_id] = problems
+    for task_id, problems in tasks.items():
+        write_task(args.out, task_id, problems)
+    how = "new hidden items" if secret else "stored hidden items"
     print(
         f"wrote {args.tasks} tasks textops-001..textops-{args.tasks:03d} "
-        f"({args.items} items each, seed {args.seed}) to {args.out}"
+        f"({args.items} items each, train seed {args.seed}, {len(hidden)} gate/sealed tasks "
+        f"with {how}) to {args.out}"
     )
     return 0
 

@@ -32,10 +32,8 @@ class CandidateScreen(Screen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("p", "parent", "Parent"),
-        *(
-            Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False)
-            for i, t in enumerate(TABS)
-        ),
+        # the footer names the tab keys: 1 Diff 2 Certificates 3 Rewards 4 Evidence 5 Notes
+        *(Binding(str(i + 1), f"tab('{t}')", t.capitalize()) for i, t in enumerate(TABS)),
     ]
 
     def __init__(self, source: RunSource, cid: str, repo: Repo) -> None:

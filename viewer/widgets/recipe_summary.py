@@ -11,6 +11,8 @@ from textual.widget import Widget
 
 from rsiframe.api import SLOTS
 
+SLOT_WIDTH = 8  # the longest row label: "validate", "surface", "reflect"
+
 
 def _short(config: Any, width: int = 48) -> str:
     if not config:
@@ -19,21 +21,35 @@ def _short(config: Any, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _operator(ref: str) -> str:
+    """A file operator by its file name (``/long/path/ops/select.py:Rank`` → ``select.py:Rank``)."""
+    target, colon, attr = ref.rpartition(":")
+    if colon and "/" in target and not ref.startswith("candidate:"):
+        return f"{target.rsplit('/', 1)[-1]}:{attr}"
+    return ref
+
+
 def recipe_table(recipe: dict[str, Any], source: str = "", width: int = 80) -> Table:
-    """Slots, operators and (when ``width`` allows) their configs."""
+    """Slots, operators and (when ``width`` allows) their configs.
+
+    The slot column has a fixed width, so a long operator or config never squeezes it out;
+    the operator column gets at most half of what is left, the config the rest.
+    """
     wide = width >= 44
+    op_width = max(12, (width - SLOT_WIDTH - 2) // 2) if wide else max(8, width - SLOT_WIDTH - 1)
     table = Table.grid(padding=(0, 1))
-    table.add_column(style="dim", no_wrap=True, min_width=8)
-    table.add_column(style="bold", no_wrap=True, overflow="ellipsis")
+    table.add_column(style="dim", no_wrap=True, width=SLOT_WIDTH)
+    table.add_column(style="bold", no_wrap=True, overflow="ellipsis", max_width=op_width)
     if wide:
         table.add_column(style="dim", no_wrap=True, overflow="ellipsis")
     slots = recipe.get("slots") or {}
+    config_width = max(8, width - SLOT_WIDTH - op_width - 2)
     for slot in SLOTS:
         spec = slots.get(slot)
         if not spec:
             continue
-        row = [slot, str(spec.get("operator", "?"))]
-        table.add_row(*row, *([_short(spec.get("config"), max(8, width - 28))] if wide else []))
+        row = [slot, _operator(str(spec.get("operator", "?")))]
+        table.add_row(*row, *([_short(spec.get("config"), config_width)] if wide else []))
     split = ((recipe.get("tasks") or {}).get("split")) or {}
     if isinstance(split, dict) and any(isinstance(v, list) for v in split.values()):
         sizes = ", ".join(

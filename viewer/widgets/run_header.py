@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rsiframe.viewer import fmt
-from rsiframe.viewer.source import RunSource
+from rsiframe.viewer.source import RunSource, in_flight
 
 
 def header_text(source: RunSource) -> Text:
@@ -26,6 +26,12 @@ def header_text(source: RunSource) -> Text:
         if counts:
             t.append(" (" + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + ")")
         t.append(f"  {st.run_id}", style="dim")
+        flight = in_flight(st) if run_state == "running" else []
+        if flight:
+            t.append("\nin flight ", style="dim")
+            t.append("  ".join(f"{cid} {stage}" for cid, stage in flight[:8]), style="yellow")
+            if len(flight) > 8:
+                t.append(f"  +{len(flight) - 8}", style="dim")
         t.append("\nbudget ", style="dim")
         t.append(fmt.budget_line(source.budget()))
         t.append("\n")

@@ -40,7 +40,8 @@ def run_cells(s: RunSource) -> list:
             champ_text = Text.assemble((champ.id + " ", "yellow"), pair(champ))
         return [
             Text(s.root.name, style="bold"),
-            Text(s.recipe_source.rsplit("/", 1)[-1] or st.name, style=""),
+            # the recipe's name, which names its overrides (``sat3[select=best]``)
+            Text(st.name or s.recipe_source.rsplit("/", 1)[-1], style=""),
             fmt.state(s.run_state()),
             Text(pair(seed)),
             champ_text,

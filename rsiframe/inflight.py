@@ -1,0 +1,122 @@
+"""Candidates in flight: worker threads and the one writer's inbox.
+
+Workers run a candidate's mutation or one of its evaluations; anything they want
+recorded (evidence events, the final outcome) goes to the writer as a closure in
+:attr:`Inflight.inbox`, which only the writer thread drains. So exactly one thread
+appends events and folds state, whatever K is.
+
+Workers are daemon threads: a run interrupted with work in flight does not wait
+for them at exit (their sandboxes are killed; their open attempts re-run on resume).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rsiframe.sandbox import kill_all
+
+Closure = Callable[[], None]
+
+
+@dataclass
+class Job:
+    """One unit of work in flight: a candidate's mutation or one evaluation."""
+
+    cid: str
+    what: str  # "mutate" or "evaluate <split>"
+    started: float = field(default_factory=time.monotonic)
+
+
+class Inflight:
+    """Up to ``k`` jobs at once, one per candidate; results come back to the writer."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.inbox: queue.SimpleQueue[Closure] = queue.SimpleQueue()
+        self.jobs: dict[str, Job] = {}
+        self.writer = threading.get_ident()
+        self._idle = 0
+
+    def on_writer(self) -> bool:
+        return threading.get_ident() == self.writer
+
+    def post(self, fn: Closure) -> None:
+        """Hand ``fn`` to the writer (from any thread)."""
+        self.inbox.put(fn)
+
+    def free(self) -> int:
+        return self.k - len(self.jobs)
+
+    def start(self, cid: str, what: str, work: Callable[[], Closure]) -> None:
+        """Run ``work`` on a worker; the closure it returns runs on the writer.
+
+        An exception in ``work`` is raised on the writer (the run then fails, resumable).
+        """
+        assert cid not in self.jobs, f"{cid} already has work in flight"
+        self.jobs[cid] = Job(cid, what)
+
+        def finish(done: Closure) -> Closure:
+            def on_writer() -> None:
+                self.jobs.pop(cid, None)
+                done()
+
+            return on_writer
+
+        def run() -> None:
+            try:
+                done = work()
+            except BaseException as exc:
+                err = exc
+
+                def done() -> None:
+                    raise err
+
+            self.post(finish(done))
+
+        threading.Thread(target=run, name=f"rsi-{cid}", daemon=True).start()
+
+    def pause(self, waiting: bool) -> None:
+        """Between two steps: take back results; ``waiting`` (nothing could start) blocks
+        for the next one, and with nothing in flight the next step must move."""
+        if waiting and self.jobs:
+            self.drain(timeout=0.5)
+        elif waiting:
+            self._idle += 1
+            if self._idle > 2:
+                raise RuntimeError("the scheduler stalled with nothing in flight")
+        else:
+            self._idle = 0
+            self.drain()
+
+    def wind_down(self, grace: float) -> None:
+        """Take back what finishes within ``grace`` seconds (the caller starts nothing new),
+        then kill the sandboxes of what is still in flight (its attempts re-run on resume)."""
+        deadline = time.monotonic() + grace
+        try:
+            while self.jobs and time.monotonic() < deadline:
+                self.drain(timeout=min(0.2, max(0.01, deadline - time.monotonic())))
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: stop waiting
+        except Exception:  # a failing worker's error is the next session's business
+            pass
+        if self.jobs:
+            kill_all()
+
+    def drain(self, timeout: float | None = None) -> int:
+        """Run what workers posted; with ``timeout``, wait that long for the first."""
+        n = 0
+        try:
+            fn = self.inbox.get(timeout=timeout) if timeout else self.inbox.get_nowait()
+        except queue.Empty:
+            return 0
+        while True:
+            fn()
+            n += 1
+            try:
+                fn = self.inbox.get_nowait()
+            except queue.Empty:
+                return n

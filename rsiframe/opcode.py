@@ -1,0 +1,223 @@
+"""Operator code identity: what code filled each slot, so one run cannot use two versions.
+
+``recipe.lock.json`` holds, per slot, an identity made when the run began:
+
+* ``file``: a ``path/file.py:Class`` operator: the file's sha256;
+* ``module``: a ``module:Class`` operator: the sha256 of the file defining the class, plus
+  the distribution's name and version when the module comes from one;
+* ``entry_point``: a named operator from a third-party distribution: its name, version and
+  the sha256 of its RECORD, plus the defining file's sha256;
+* ``builtin``: a named operator shipped with rsiframe: rsiframe's version and the file's
+  sha256;
+* ``candidate``: a ``candidate:`` operator: nothing here, its code is in the candidate's
+  own tree, which its commit already binds.
+
+Only the file defining the class is hashed, not the modules it imports.
+``resume`` refuses a change (:func:`require_unchanged`); ``verify`` and ``status`` re-hash
+the locked files without importing anything (:func:`drift`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rsiframe import __version__
+from rsiframe.digest import sha256_bytes, sha256_json
+from rsiframe.errors import LockMismatch
+
+GROUP = "rsiframe.operators"
+CANDIDATE_PREFIX = "candidate:"
+
+
+def _file_digest(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        return sha256_bytes(Path(path).read_bytes())
+    except OSError:
+        return None
+
+
+def _defining_file(cls: type) -> str | None:
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    if path is None:
+        try:
+            path = inspect.getsourcefile(cls)
+        except TypeError:
+            return None
+    return str(Path(path).resolve()) if path else None
+
+
+def _distribution_of(module: str) -> metadata.Distribution | None:
+    top = module.split(".", 1)[0]
+    for name in metadata.packages_distributions().get(top, []):
+        try:
+            return metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _entry_point_dist(slot: str, name: str) -> metadata.Distribution | None:
+    for ep in metadata.entry_points(group=GROUP):
+        if ep.name == f"{slot}.{name}":
+            return ep.dist
+    return None
+
+
+def identity(slot: str, ref: str, cls: type) -> dict[str, Any]:
+    """The code identity of the operator ``ref`` (resolved to ``cls``) in ``slot``."""
+    if ref.startswith(CANDIDATE_PREFIX):
+        return {"ref": ref, "kind": "candidate"}
+    file = _defining_file(cls)
+    out: dict[str, Any] = {"ref": ref, "file": file, "sha256": _file_digest(file)}
+    if ":" in ref:
+        target = ref.rpartition(":")[0]
+        if target.endswith(".py") or "/" in target:
+            return {**out, "kind": "file"}
+        dist = _distribution_of(cls.__module__)
+        out["kind"] = "module"
+        if dist is not None:
+            out |= {"distribution": dist.metadata["Name"], "version": dist.version}
+        return out
+    dist = _entry_point_dist(slot, ref.removeprefix(slot + "."))
+    if dist is None or dist.metadata["Name"] == "rsiframe":
+        return {**out, "kind": "builtin", "rsiframe": __version__}
+    record = dist.read_text("RECORD")
+    return {
+        **out,
+        "kind": "entry_point",
+        "distribution": dist.metadata["Name"],
+        "version": dist.version,
+        "record_sha256": sha256_bytes(record.encode()) if record is not None else None,
+    }
+
+
+def identities(resolved: Any) -> dict[str, Any]:
+    """Per slot, the identity of its operator in a resolved recipe (what the lock holds)."""
+    refs = {slot: spec["operator"] for slot, spec in resolved.data["slots"].items()}
+    return {slot: identity(slot, refs[slot], cls) for slot, (cls, _) in resolved.operators.items()}
+
+
+def _describe(slot: str, locked: dict[str, Any], now: dict[str, Any] | None) -> str | None:
+    """Why ``now`` is not the ``locked`` identity, or None when it is."""
+    ref = locked.get("ref", "?")
+    if now is None:
+        return f"slots.{slot}: {ref} is no longer in the recipe"
+    if now.get("ref") != ref:
+        return f"slots.{slot}: {ref} became {now.get('ref')}"
+    for key in ("file", "sha256", "distribution", "version", "record_sha256", "rsiframe"):
+        if locked.get(key) != now.get(key):
+            what = {
+                "file": f"now loads from {now.get('file')}",
+                "sha256": f"code changed: {locked.get('file')}",
+                "distribution": f"distribution {locked.get(key)} -> {now.get(key)}",
+                "version": f"version {locked.get(key)} -> {now.get(key)}",
+                "record_sha256": f"{locked.get('distribution')} was reinstalled (RECORD changed)",
+                "rsiframe": f"rsiframe {locked.get(key)} -> {now.get(key)}",
+            }[key]
+            return f"slots.{slot}: operator {ref}: {what}"
+    return None
+
+
+def changes(locked: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    """How the operators ``now`` differ from the ``locked`` ones; [] for a run without a lock
+    of its operators (made before they were locked)."""
+    if not locked:
+        return []
+    out = [_describe(slot, ident, now.get(slot)) for slot, ident in locked.items()]
+    out += [f"slots.{slot}: {now[slot].get('ref')} is new" for slot in now if slot not in locked]
+    return [x for x in out if x]
+
+
+def lock_digest(locked: dict[str, Any] | None) -> str:
+    """What ``run_started`` signs (``operators_digest``), so the lock cannot be edited to fit."""
+    return sha256_json(locked or {})
+
+
+def signed_lock_problems(locked: dict[str, Any] | None, run_started: dict[str, Any]) -> list[str]:
+    """The lock's operator identities against the digest the run signed at its start."""
+    signed = run_started.get("operators_digest")
+    if signed is None or signed == lock_digest(locked):  # None: a run from before the lock
+        return []
+    return ["recipe.lock.json's operator identities differ from those the run signed at start"]
+
+
+def require_unchanged(
+    lock: dict[str, Any], run_started: dict[str, Any], resolved: Any, where: str
+) -> None:
+    """``resume``: refuse operator code that differs from the run's (signed) lock."""
+    locked = lock.get("operators")
+    problems = signed_lock_problems(locked, run_started)
+    if problems:
+        raise LockMismatch(problems[0], where=where)
+    changed = changes(locked, identities(resolved))
+    if changed:
+        raise LockMismatch(
+            f"operator code changed since the run began: {'; '.join(changed[:3])}", where=where
+        )
+
+
+def drift(locked: dict[str, Any] | None) -> list[str]:
+    """Re-hash the locked operator files on disk (no import): which no longer match."""
+    out = []
+    for slot, ident in (locked or {}).items():
+        if ident.get("kind") == "candidate" or not ident.get("file"):
+            continue
+        if _file_digest(ident["file"]) != ident.get("sha256"):
+            out.append(
+                f"operator code on disk differs from the run's lock: slots.{slot} "
+                f"{ident.get('ref')} ({ident['file']})"
+            )
+        elif ident.get("distribution") and ident.get("version"):
+            try:
+                version = metadata.version(ident["distribution"])
+            except metadata.PackageNotFoundError:
+                version = None
+            if version != ident["version"]:
+                out.append(
+                    f"operator distribution differs from the run's lock: slots.{slot} "
+                    f"{ident['distribution']} {ident['version']} -> {version or 'not installed'}"
+                )
+    return out
+
+
+def evaluator_identity(engine: str, factory: Any) -> dict[str, Any]:
+    """The evaluator engine's code identity, for certificates."""
+    file = _defining_file(factory) if isinstance(factory, type) else None
+    return {"engine": engine, "file": file, "sha256": _file_digest(file), "rsiframe": __version__}
+
+
+@cache
+def certified_code(recipe_lock: Path) -> dict[str, Any]:
+    """The evaluator part of a certificate's code identity: the evaluator engine's code and
+    the gate operator's, as the run locked them (``resume`` refuses a change)."""
+    from rsiframe.evaluator import ENGINES
+
+    lock = json.loads(recipe_lock.read_text())
+    engine = lock["resolved"]["evaluator"]["engine"]
+    return {
+        "evaluator": evaluator_identity(engine, ENGINES[engine][1]),
+        "gate": (lock.get("operators") or {}).get("gate"),
+    }
+
+
+def certificate_problems(
+    locked: dict[str, Any] | None, certified: list[tuple[str, Any]]
+) -> list[str]:
+    """Certificates (``(label, predicate.code)``) whose gate code is not the locked gate's."""
+    gate = (locked or {}).get("gate")
+    if gate is None:
+        return []
+    return [
+        f"{label}: its certificate names other gate code than the recipe lock"
+        for label, code in certified
+        if code is not None and code.get("gate") != gate
+    ]

@@ -1,0 +1,278 @@
+"""The Ray executor, driver side: each evaluation is one Ray task on a cluster's worker.
+
+The driver packs the candidate's verified export (and the task folders) as bytes, submits
+one Ray task per evaluation with the recipe's resources (``resources.evaluation``, or
+``resources.build`` when the evaluator builds a D/T/H model: that task builds, serves and
+runs the harness on one node). The worker (:mod:`rsiframe.rayworker`) verifies what
+arrived, runs the same local evaluator and streams back each step as it happens (the build
+record, each task's outcome with its evidence, then the end); the driver writes the
+artifacts, appends the events and signs. The key never leaves the driver.
+
+Failures: Ray never retries an evaluation by itself (``max_retries=0``). A worker or node
+lost mid-evaluation raises :class:`WorkerLost`, which the engine records as a failed
+attempt with the reason (retried under the usual rules). While it waits the driver probes
+the cluster's head; when the head stops answering, :class:`~rsiframe.errors.ClusterLost`
+ends the run ``failed`` (resumable) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rsiframe.build import BuildRejected
+from rsiframe.errors import ClusterError, ClusterLost
+from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
+from rsiframe.executorspec import ExecutorSpec
+from rsiframe.rayworker import Job, JobResult, Message, TaskPack, pack_folder, pack_tree, stream
+from rsiframe.tasks import TaskSet
+
+#: how often the driver looks at the cluster while an evaluation runs, and how many
+#: missed probes in a row mean the cluster is gone
+POLL_S = 1.0
+PROBE_EVERY_S = 2.0
+PROBE_MISSES = 3
+#: how long a cancelled evaluation may take to kill its sandboxes (Ctrl-C)
+CANCEL_GRACE_S = 10.0
+#: object store of a private Ray instance started by the driver (address null)
+OBJECT_STORE_BYTES = 96 << 20
+
+
+class WorkerLost(Exception):
+    """The Ray worker (or its node) died mid-evaluation: a failed attempt, with the reason."""
+
+
+class EvaluatorRefused(Exception):
+    """The worker's evaluator differs from the run's locked one: a failed attempt."""
+
+
+def import_ray(key: str = "evaluator.executor") -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        where = key if key.startswith("--") else key + ".kind"
+        raise ClusterError(
+            f"{where}: ray is not installed; pip install 'rsiframe[cluster]' (the cluster extra)"
+        ) from exc
+    return ray
+
+
+def address_key(key: str) -> str:
+    """The key an address error names: ``--ray-address`` or ``evaluator.executor.address``."""
+    return key if key.startswith("--") else key + ".address"
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _resolve(address: str, key: str) -> str:
+    """``auto`` as Ray resolves it: the cluster `ray start` left on this host."""
+    if address != "auto":
+        return address
+    try:
+        from ray._private.services import canonicalize_bootstrap_address_or_die
+
+        return str(canonicalize_bootstrap_address_or_die("auto"))
+    except Exception as exc:
+        raise ClusterError(f"{key}: auto: no running Ray cluster found on this host") from exc
+
+
+def probe(spec: ExecutorSpec, key: str = "evaluator.executor") -> None:
+    """Preflight: the extra is installed and the cluster's address answers (no connection)."""
+    import_ray(key)
+    if spec.address is None:
+        return  # a private instance is started with the run
+    address = _resolve(spec.address, address_key(key))
+    try:
+        socket.create_connection(_host_port(address), timeout=5).close()
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        where = address_key(key)
+        raise ClusterError(f"{where}: no Ray cluster answers at {address} ({why})") from exc
+
+
+def _run_job(job: Job, tasks: TaskPack) -> Iterator[Message]:
+    """The Ray task (a streaming generator): runs in a worker process of the cluster."""
+    import ray
+
+    yield from stream(job, tasks, ray.get_runtime_context().get_node_id())
+
+
+class RayExecutor:
+    """Evaluations as Ray tasks; results come back to this (the driver) process."""
+
+    kind = "ray"
+
+    def __init__(self, spec: ExecutorSpec, key: str = "evaluator.executor") -> None:
+        ray = import_ray(key)
+        self.spec = spec
+        self._owns = not ray.is_initialized()
+        if self._owns:
+            options: dict[str, Any] = {
+                "include_dashboard": False,
+                "log_to_driver": False,
+                "logging_level": logging.WARNING,
+            }
+            try:
+                if spec.address is None:  # a private instance: this host, loopback only
+                    ray.init(
+                        num_cpus=os.cpu_count(),
+                        object_store_memory=OBJECT_STORE_BYTES,
+                        _node_ip_address="127.0.0.1",
+                        **options,
+                    )
+                else:
+                    ray.init(address=spec.address, **options)
+            except Exception as exc:
+                raise ClusterError(
+                    f"{address_key(key)}: cannot connect to Ray at {spec.address}: {exc}"
+                ) from exc
+        gcs = getattr(ray.get_runtime_context(), "gcs_address", None)
+        self._gcs = _host_port(gcs) if isinstance(gcs, str) and ":" in gcs else None
+        self._remote = ray.remote(_run_job)
+        self._packs: dict[tuple[str, ...], Any] = {}  # task ids -> ObjectRef of their pack
+        self._lost: str | None = None
+        self._misses = 0
+        self._probed = 0.0
+
+    # -- health ----------------------------------------------------------------------
+
+    def _alive(self, force: bool = False) -> None:
+        """Raise :class:`ClusterLost` once the cluster's head stops answering."""
+        if self._lost is not None:
+            raise ClusterLost(self._lost)
+        if self._gcs is None or (not force and time.monotonic() - self._probed < PROBE_EVERY_S):
+            return
+        self._probed = time.monotonic()
+        try:
+            socket.create_connection(self._gcs, timeout=2).close()
+            self._misses = 0
+        except OSError as exc:
+            self._misses += 1
+            if force or self._misses >= PROBE_MISSES:
+                host, port = self._gcs
+                self._lost = f"the Ray cluster at {host}:{port} stopped answering ({exc})"
+                raise ClusterLost(self._lost) from exc
+
+    # -- evaluation --------------------------------------------------------------------
+
+    def _tasks(self, taskset: TaskSet, ids: set[str]) -> Any:
+        key = tuple(sorted(ids))
+        if key not in self._packs:
+            ray = import_ray()
+            pack = TaskPack({}, {})
+            for tid in key:
+                pack.files[tid], pack.rows[tid] = pack_folder(taskset.tasks[tid].path)
+            self._packs[key] = ray.put(pack)
+        return self._packs[key]
+
+    def run(
+        self,
+        evaluator: LocalEngine,
+        taskset: TaskSet,
+        candidate_dir: Path,
+        task_ids: list[str],
+        put: Put,
+        on_done: Callable[[TaskRun], None] | None = None,
+        *,
+        on_built: Callable[[dict[str, Any]], None] | None = None,
+        on_usage: Callable[[dict[str, int]], None] | None = None,
+        token_limit: int | None = None,
+    ) -> EvaluationOutput:
+        self._alive(force=True)
+        builds = evaluator.builder is not None
+        protected = evaluator.protected if builds else {}
+        job = Job(
+            engine=evaluator.name,
+            config=evaluator.config.model_dump(mode="json"),
+            fingerprint=evaluator.fingerprint(),
+            candidate=pack_tree(candidate_dir),
+            task_ids=list(task_ids),
+            protected=protected,
+            token_limit=token_limit,
+        )
+        needed = set(task_ids) | {t for ids in protected.values() for t in ids}
+        res = self.spec.resources.build if builds else self.spec.resources.evaluation
+        gen = self._remote.options(
+            num_returns="streaming",
+            num_cpus=res.num_cpus,
+            num_gpus=res.num_gpus,
+            max_retries=0,
+            retry_exceptions=False,
+        ).remote(job, self._tasks(taskset, needed))
+        out = EvaluationOutput()
+        end: JobResult | None = None
+        for msg in self._messages(gen):  # as each step happens on the worker
+            for digest, data in msg.blobs.items():  # the driver alone writes the archive
+                if put(data) != digest:
+                    raise WorkerLost(f"an artifact from the Ray worker is corrupt ({digest})")
+            if msg.built is not None and on_built is not None:
+                on_built(msg.built)
+            if msg.run is not None:
+                out.runs[msg.run.task_id] = msg.run
+                out.task_seconds += msg.run.seconds
+                if on_done is not None:
+                    on_done(msg.run)
+            end = msg.end or end
+        if end is None:
+            raise WorkerLost("the Ray worker ended the evaluation without a result")
+        if end.refused is not None:
+            raise EvaluatorRefused(end.refused)
+        if end.usage is not None and on_usage is not None:
+            on_usage(end.usage)
+        if end.rejected is not None:
+            raise BuildRejected(*end.rejected)
+        missing = [t for t in task_ids if t not in out.runs]
+        if missing:
+            raise WorkerLost(f"the Ray worker returned no outcome for {', '.join(missing)}")
+        out.model, out.usage = end.model, end.usage
+        out.executor = {"kind": self.kind, **end.node}
+        return out
+
+    def _messages(self, gen: Any) -> Iterator[Message]:
+        """The evaluation's messages as they arrive; failures mapped to what the engine knows."""
+        ray = import_ray()
+        try:
+            while True:
+                while not ray.wait([gen], timeout=POLL_S)[0]:
+                    self._alive()
+                try:
+                    ref = next(gen)
+                except StopIteration:
+                    return
+                msg = ray.get(ref)
+                if not isinstance(msg, Message):
+                    raise WorkerLost(f"the Ray worker sent {type(msg).__name__}")
+                yield msg
+        except KeyboardInterrupt:
+            # the worker's evaluation gets a KeyboardInterrupt and kills its sandboxes; one
+            # that does not stop within the grace period is killed with its worker process
+            ray.cancel(gen)
+            if not ray.wait([gen], timeout=CANCEL_GRACE_S)[0]:
+                ray.cancel(gen, force=True)
+            raise
+        except ray.exceptions.RayTaskError as exc:  # the evaluation raised on the worker
+            cause = getattr(exc, "cause", None)
+            raise (cause if isinstance(cause, Exception) else WorkerLost(str(exc))) from None
+        except ray.exceptions.RayError as exc:  # worker, node or object lost
+            self._alive(force=True)  # a dead head is a lost cluster, not a lost worker
+            first = (str(exc).strip().splitlines() or [""])[0]
+            why = f"{type(exc).__name__}: {first}"
+            raise WorkerLost(f"the Ray worker was lost mid-evaluation: {why}") from exc
+
+    def close(self) -> None:
+        """Disconnect (a private instance stops); never hangs on a cluster that is gone."""
+        if not self._owns:
+            return
+        ray = import_ray()
+        done = threading.Thread(target=ray.shutdown, daemon=True)
+        done.start()
+        done.join(timeout=15)

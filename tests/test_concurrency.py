@@ -1,0 +1,319 @@
+"""Candidates in flight: generational determinism, steady mode, budgets, bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Mini, cli, events, make_mini, status_json
+
+from rsiframe.inflight import Inflight
+
+
+def run(mini: Mini, name: str, *sets: str) -> Path:
+    out = mini.run_dir(name)
+    args = [a for s in sets for a in ("--set", s)]
+    res = cli("run", mini.recipe, "--out", out, "--quiet", *args)
+    assert res.exit_code == 0, res.stderr
+    return out
+
+
+def outcome(out: Path) -> dict:
+    """What must not depend on K: every candidate's parent, tree, state and scores."""
+    st = status_json(out)
+    rows = {c["id"]: (c["parent"], c["state"], c["scores"]) for c in st["candidates"]}
+    trees = {
+        e["data"]["id"]: e["data"]["tree"] for e in events(out) if e["type"] == "candidate_mutated"
+    }
+    return {"rows": rows, "trees": trees, "champion": st["champion"]}
+
+
+def test_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) -> None:
+    mini = make_mini(tmp_path / "proj", generations=3, children=4)
+    one = run(mini, "k1", "concurrency.candidates=1")
+    four = run(mini, "k4", "concurrency.candidates=4")
+    a, b = outcome(one), outcome(four)
+    assert a == b
+    assert len(a["rows"]) == 13  # the seed and 3 generations of 4
+    assert a["champion"] is not None
+    for out in (one, four):
+        report = json.loads(cli("verify", out, "--json").stdout)
+        assert report["ok"], report["problems"]
+    # with K=4 the children of a generation really were in flight together
+    assert most_in_flight(events(four)) >= 2
+    assert most_in_flight(events(one)) == 1
+
+
+def most_in_flight(evs: list[dict]) -> int:
+    """The most children between their proposal and the end of their gate evaluation."""
+    live: set[str] = set()
+    most = 0
+    for e in evs:
+        d = e["data"]
+        if e["type"] == "candidate_proposed" and d["id"] != "c0000":
+            live.add(d["id"])
+        elif e["type"] in ("candidate_rejected", "candidate_abandoned") or (
+            e["type"] == "evaluation_certified" and d["split"] == "gate"
+        ):
+            live.discard(d["id"])
+        most = max(most, len(live))
+    return most
+
+
+def test_generational_gates_in_candidate_order_after_the_whole_generation(mini: Mini) -> None:
+    out = run(mini, "k2", "concurrency.candidates=2", "budget.max_generations=2")
+    evs = events(out)
+    gated = [e["data"]["id"] for e in evs if e["type"] == "candidate_gated"]
+    assert gated == sorted(gated)
+    generation = {
+        e["data"]["id"]: e["data"]["generation"] for e in evs if e["type"] == "candidate_proposed"
+    }
+    for i, e in enumerate(evs):  # no child is gated before all of its generation is certified
+        if e["type"] == "candidate_gated" and e["data"]["id"] != "c0000":
+            gen = generation[e["data"]["id"]]
+            members = {c for c, g in generation.items() if g == gen}
+            ended = {
+                x["data"]["id"]
+                for x in evs[:i]
+                if x["type"] in ("candidate_rejected", "candidate_abandoned")
+                or (x["type"] == "evaluation_certified" and x["data"]["split"] == "gate")
+            }
+            assert members <= ended
+
+
+def test_steady_mode_runs_to_the_end_and_verifies(mini: Mini) -> None:
+    out = run(
+        mini,
+        "steady",
+        "concurrency.candidates=3",
+        "concurrency.mode=steady",
+        "budget.max_generations=3",
+    )
+    st = status_json(out)
+    assert st["state"] == "finished", st["reason"]
+    assert len(st["candidates"]) == 1 + 3 * 2
+    report = json.loads(cli("verify", out, "--json").stdout)
+    assert report["ok"], report["problems"]
+
+
+@pytest.mark.parametrize("mode", ["generational", "steady"])
+def test_budgets_count_work_in_flight(mini: Mini, mode: str) -> None:
+    out = run(
+        mini,
+        f"budget-{mode}",
+        "concurrency.candidates=4",
+        f"concurrency.mode={mode}",
+        "budget.max_generations=9",
+        "budget.max_evaluations=10",
+        "budget.max_candidates=5",
+    )
+    st = status_json(out)
+    assert st["state"] == "budget_exhausted", st["reason"]
+    evals = [e for e in events(out) if e["type"] == "evaluation_started"]
+    assert len(evals) <= 10
+    assert st["budget"]["used"]["candidates"] <= 5
+    champ = st["champion"]
+    sealed = [e for e in evals if e["data"]["split"] == "sealed"]
+    assert champ is None or any(e["data"]["id"] == champ for e in sealed)
+
+
+@pytest.mark.parametrize(
+    ("value", "key"), [("0", "candidates"), ("65", "candidates"), ("wild", "mode")]
+)
+def test_bad_concurrency_is_one_line_and_no_run_folder(mini: Mini, value: str, key: str) -> None:
+    out = mini.run_dir("bad")
+    res = cli("run", mini.recipe, "--out", out, "--set", f"concurrency.{key}={value}")
+    assert res.exit_code == 2
+    assert f"concurrency.{key}" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert not out.exists()
+
+
+def test_inflight_hands_results_and_errors_back_to_the_writer() -> None:
+    fl = Inflight(2)
+    seen: list[str] = []
+    fl.start("c1", "mutate", lambda: lambda: seen.append("c1"))
+    assert fl.free() == 1
+    while fl.jobs:
+        fl.drain(timeout=1)
+    assert seen == ["c1"] and fl.free() == 2
+
+    def boom() -> None:
+        raise ValueError("worker bug")
+
+    fl.start("c2", "mutate", boom)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="worker bug"):
+        while True:
+            fl.drain(timeout=1)
+    assert not fl.jobs
+
+
+def test_progress_shows_every_candidate_in_flight_and_its_stage() -> None:
+    from rich.console import Console
+
+    from rsiframe.progress import RichProgress
+
+    p = RichProgress(Console(file=io.StringIO()), 3, None)
+    p.stage("c0001", "mutate")
+    p.tasks("c0002", "train", 2, 4)
+    text = p.bar.tasks[0].description
+    assert "c0001 mutate" in text and "c0002 train 2/4" in text
+
+
+def test_the_viewer_lists_candidates_in_flight(mini: Mini) -> None:
+    from rsiframe.loader import load_run
+    from rsiframe.state import fold
+    from rsiframe.viewer.source import in_flight
+
+    out = run(mini, "done", "concurrency.candidates=2", "budget.max_generations=1")
+    loaded = load_run(out)
+    evs = loaded.events
+    cut = next(
+        i for i, e in enumerate(evs) if e.type == "task_finished" and e.data["id"] != "c0000"
+    )
+    stages = dict(in_flight(fold(evs[:cut], loaded.verifier)))
+    assert any(s.startswith("evaluating") for s in stages.values()), stages
+    assert in_flight(loaded.state) == []
+
+
+@pytest.mark.e2e
+def test_sat3_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) -> None:
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "sat3-quickstart.yaml"
+    got = []
+    for k in (1, 4):
+        out = tmp_path / f"k{k}"
+        sets = ["--set", "budget.max_generations=2", "--set", f"concurrency.candidates={k}"]
+        res = cli("run", recipe, "--out", out, "--quiet", *sets)
+        assert res.exit_code == 0, res.stderr
+        got.append(outcome(out))
+    assert got[0] == got[1]
+    assert len(got[0]["rows"]) == 9
+
+
+def test_evaluations_in_flight_share_the_model_token_budget() -> None:
+    from types import SimpleNamespace
+
+    from rsiframe.budget import BudgetGuard
+    from rsiframe.evaluation import TaskRunner
+    from rsiframe.opcall import Timings
+    from rsiframe.schema import Budget
+
+    state = SimpleNamespace(tokens=200)
+    budget = BudgetGuard(Budget(max_model_tokens=1000))
+    tr = TaskRunner(None, None, None, None, None, budget, state, Timings())  # type: ignore[arg-type]
+    assert tr.reserve_tokens(1) == 800  # K=1: everything left
+    tr.release_tokens(1)
+    tr.share = 4
+    grants = [tr.reserve_tokens(k) for k in range(4)]
+    assert sum(grants) <= 800 and grants[0] == 200
+    for k in range(4):
+        tr.release_tokens(k)
+    tr.share = 1
+    tr._unfolded = 300  # reported by a worker, not folded yet: still counted
+    assert tr.reserve_tokens(9) == 500
+    tr.folded(300)
+    tr.release_tokens(9)
+    assert tr.reserve_tokens(9) == 800
+
+
+SPY_SELECT = """
+from rsiframe.api import SelectOperator, Selection
+
+
+class Spy(SelectOperator):
+    name = "spy"
+
+    def select(self, ctx):
+        busy = ("proposed", "mutated", "evaluating")
+        open_ = [c for c in ctx.run.candidates() if c.state in busy]
+        best = max(ctx.run.admitted(), key=lambda c: ctx.run.score(c.id, "gate") or 0.0)
+        return Selection(parent=best.id, reason=f"in flight {len(open_)}")
+"""
+
+
+@pytest.mark.parametrize(("mode", "sees"), [("steady", True), ("generational", False)])
+def test_select_sees_children_in_flight_only_in_steady_mode(
+    mini: Mini, mode: str, sees: bool
+) -> None:
+    (mini.root / "spy.py").write_text(SPY_SELECT)
+    out = run(
+        mini,
+        f"spy-{mode}",
+        f"slots.select.operator={mini.root}/spy.py:Spy",
+        "concurrency.candidates=3",
+        f"concurrency.mode={mode}",
+        "budget.max_generations=2",
+    )
+    seen = [
+        int(e["data"]["reason"].split()[-1])
+        for e in events(out)
+        if e["type"] == "candidate_proposed" and e["data"]["parent"]
+    ]
+    assert (max(seen) > 0) == sees, seen
+
+
+PRICED_MUTATE = """
+from rsiframe.api import MutateOperator, Mutation, Usage
+
+
+class Priced(MutateOperator):
+    name = "priced"
+
+    def mutate(self, ctx):
+        (ctx.workdir / "config.yaml").write_text(f"level: 2\\nstyle: {ctx.candidate_id}\\n")
+        return Mutation(description="priced", usage=Usage(tokens=100, cost=1.0))
+"""
+
+
+@pytest.mark.parametrize("mode", ["generational", "steady"])
+def test_mutations_in_flight_never_overrun_cost_or_tokens(mini: Mini, mode: str) -> None:
+    (mini.root / "priced.py").write_text(PRICED_MUTATE)
+    out = run(
+        mini,
+        f"priced-{mode}",
+        f"slots.mutate.operator={mini.root}/priced.py:Priced",
+        "concurrency.candidates=4",
+        f"concurrency.mode={mode}",
+        "children_per_generation=4",
+        "budget.max_generations=5",
+        "budget.max_cost=3.5",
+        "budget.max_model_tokens=450",
+    )
+    st = status_json(out)
+    assert st["state"] == "budget_exhausted", st["reason"]
+    used = st["budget"]["used"]
+    assert used["cost"] <= 3.5 and used["model_tokens"] <= 450, used
+    assert used["cost"] == 3.0  # three children fit; the fourth would overrun
+
+
+def test_cpu_slots_cap_cpu_heavy_steps_process_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from rsiframe import cpuslots
+
+    monkeypatch.setattr(cpuslots, "_slots", cpuslots._Slots(2))
+    busy, most = [0], [0]
+    lock = threading.Lock()
+
+    def build(threads: int) -> None:
+        held = min(threads, 2)  # a step wider than the machine takes all of it
+        with cpuslots.cpu_slot(threads):
+            with lock:
+                busy[0] += held
+                most[0] = max(most[0], busy[0])
+            time.sleep(0.05)
+            with lock:
+                busy[0] -= held
+
+    workers = [threading.Thread(target=build, args=(n,)) for n in (1, 1, 1, 2, 8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=10)
+    assert most[0] == 2  # never more than the slots
+    monkeypatch.setenv("RSIFRAME_CPU_SLOTS", "3")
+    assert cpuslots.default_slots() == 3

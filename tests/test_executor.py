@@ -1,0 +1,236 @@
+"""Executors without a cluster: the recipe key, bad input, packing, the worker's own checks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Mini, cli, events, make_mini
+
+from rsiframe import recipe as recipe_mod
+from rsiframe.candidates import CandidateRepo
+from rsiframe.evaluator import LocalEngineConfig
+from rsiframe.executorspec import ExecutorSpec, with_address
+from rsiframe.gittree import snapshot
+from rsiframe.rayworker import (
+    Job,
+    PackMismatch,
+    TaskPack,
+    TreePack,
+    evaluate,
+    pack_folder,
+    pack_tree,
+    unpack,
+)
+
+
+def _statements(run_dir: Path) -> list[dict]:
+    return [
+        json.loads(base64.b64decode(e["data"]["envelope"]["payload"]))["predicate"]
+        for e in events(run_dir)
+        if e["type"] == "evaluation_certified"
+    ]
+
+
+def test_the_default_executor_leaves_the_recipe_digest_alone(mini: Mini) -> None:
+    plain = recipe_mod.load(mini.recipe)
+    explicit = recipe_mod.load(mini.recipe, ["evaluator.executor.kind=local"])
+    assert "executor" not in plain.data["evaluator"]
+    assert explicit.digest == plain.digest
+    ray = recipe_mod.load(mini.recipe, ["evaluator.executor.kind=ray"])
+    assert ray.digest != plain.digest
+    assert ray.data["evaluator"]["executor"]["resources"]["build"] == {
+        "num_cpus": 2,
+        "num_gpus": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("evaluator.executor.kind", "slurm", "evaluator.executor.kind"),
+        ("evaluator.executor.address", "not an address", "evaluator.executor.address"),
+        ("evaluator.executor.resources.build.num_gpus", "-1", "resources.build.num_gpus"),
+        ("evaluator.executor.workers", "3", "evaluator.executor.workers: unknown key"),
+    ],
+)
+def test_bad_executor_keys_are_one_line_naming_the_key(
+    mini: Mini, key: str, value: str, message: str
+) -> None:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--set", f"{key}={value}")
+    assert res.exit_code == 2
+    assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_an_address_that_does_not_answer_is_bad_input_and_leaves_no_folder(mini: Mini) -> None:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--ray-address", "127.0.0.1:1")
+    assert res.exit_code == 2
+    assert res.stderr.startswith("rsiframe: error: --ray-address: no Ray cluster answers at")
+    assert not out.exists()
+    res = cli(
+        "run", mini.recipe, "--out", out, "--set", "evaluator.executor.kind=ray",
+        "--set", "evaluator.executor.address=ray://127.0.0.1:1",
+    )  # fmt: skip
+    assert res.exit_code == 2 and "evaluator.executor.address: no Ray cluster" in res.stderr
+    assert not out.exists()
+    assert cli("run", mini.recipe, "--out", out, "--ray-address", "nowhere").exit_code == 2
+    assert not out.exists()
+
+
+def test_ray_without_the_extra_is_bad_input(tmp_path: Path) -> None:
+    mini = make_mini(tmp_path / "p")
+    out = mini.run_dir()
+    # the cluster extra missing, as Python sees it: `import ray` fails
+    code = "import sys; sys.modules['ray'] = None; from rsiframe.cli import main; main()"
+    for flags in (["--ray-address", "auto"], ["--set", "evaluator.executor.kind=ray"]):
+        res = subprocess.run(
+            [sys.executable, "-c", code, "run", str(mini.recipe), "--out", str(out), *flags],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert res.returncode == 2, res.stderr
+        line = res.stderr.strip()
+        assert "rsiframe[cluster]" in line and "Traceback" not in line
+        assert line.split(":")[2].strip() in ("--ray-address", "evaluator.executor.kind")
+        assert not out.exists()
+
+
+def test_ray_address_sets_kind_and_is_validated() -> None:
+    spec = with_address(ExecutorSpec(), "ray://head:10001")
+    assert (spec.kind, spec.address) == ("ray", "ray://head:10001")
+    assert with_address(spec, None) is spec
+    with pytest.raises(ValueError):
+        with_address(ExecutorSpec(), "head")
+
+
+def test_local_certificates_record_the_executor(mini: Mini) -> None:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1")
+    assert res.exit_code == 0, res.stderr
+    preds = _statements(out)
+    assert preds and all(p["executor"]["kind"] == "local" for p in preds)
+    assert all(p["executor"]["node"] for p in preds)
+    assert cli("verify", out).exit_code == 0
+
+
+def test_a_packed_tree_round_trips_and_is_verified(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("a\n")
+    (src / "sub" / "run.sh").write_text("#!/bin/sh\n")
+    (src / "sub" / "run.sh").chmod(0o755)
+    (src / "link").symlink_to("sub/run.sh")
+    pack = pack_tree(src)
+    assert pack.tree == snapshot(src, ignore=()).tree_sha
+    dest = tmp_path / "dest"
+    unpack(pack.files, dest)
+    assert snapshot(dest, ignore=()).tree_sha == pack.tree
+    assert (dest / "link").is_symlink() and (dest / "sub" / "run.sh").stat().st_mode & 0o100
+
+    files, rows = pack_folder(src)
+    unpack(files, tmp_path / "again")
+    from rsiframe.tasks import file_rows
+
+    assert file_rows(tmp_path / "again") == rows == file_rows(src)
+
+
+@pytest.mark.parametrize("path", ["../escape", "/etc/x", "a/../../b", ""])
+def test_unpack_refuses_paths_that_leave_the_folder(tmp_path: Path, path: str) -> None:
+    with pytest.raises(PackMismatch):
+        unpack([(path, "f", b"x")], tmp_path / "d")
+
+
+def test_unpack_refuses_to_write_through_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with pytest.raises(PackMismatch):
+        unpack([("l", "l", str(outside).encode()), ("l/x", "f", b"x")], tmp_path / "d")
+    assert not (outside / "x").exists()
+
+
+def _job(mini: Mini, tmp_path: Path, **over: object) -> tuple[Job, TaskPack]:
+    from rsiframe.evaluator import LocalEngine
+
+    config = LocalEngineConfig(agent='python3 "$RSI_CANDIDATE/agent.py"', sandbox="process")
+    engine = LocalEngine(config, tmp_path / "w")
+    files, rows = pack_folder(mini.tasks / "t1")
+    job = Job(
+        engine="local",
+        config=config.model_dump(mode="json"),
+        fingerprint=engine.fingerprint(),
+        candidate=pack_tree(mini.seed),
+        task_ids=["t1"],
+        protected={},
+    )
+    for k, v in over.items():
+        setattr(job, k, v)
+    return job, TaskPack({"t1": files}, {"t1": rows})
+
+
+def test_the_worker_evaluates_what_arrived(mini: Mini, tmp_path: Path) -> None:
+    job, tasks = _job(mini, tmp_path)
+    res = evaluate(job, tasks, "node-1")
+    assert res.refused is None and res.node["node"] == "node-1"
+    assert [r.reward for r in res.runs] == [1.0]
+    traj = res.runs[0].trajectory_digest
+    assert traj in res.blobs and all(
+        d in res.blobs for d in res.runs[0].trajectory["artifacts"].values()
+    )
+
+
+def test_the_worker_refuses_another_evaluator(mini: Mini, tmp_path: Path) -> None:
+    job, tasks = _job(mini, tmp_path, fingerprint="0" * 64)
+    res = evaluate(job, tasks, "node-1")
+    assert res.refused is not None and "differs from the run's" in res.refused
+    assert res.runs == []
+
+
+def test_the_worker_refuses_an_export_or_task_that_changed_in_transit(
+    mini: Mini, tmp_path: Path
+) -> None:
+    job, tasks = _job(mini, tmp_path)
+    bad = [(p, k, d + b"#" if p == "config.yaml" else d) for p, k, d in job.candidate.files]
+    job.candidate = TreePack(bad, job.candidate.tree)
+    with pytest.raises(PackMismatch, match="export hashes to"):
+        evaluate(job, tasks, "n")
+    job, tasks = _job(mini, tmp_path)
+    tasks.rows["t1"] = {**tasks.rows["t1"], "tests/need.txt": "f:" + "0" * 64}
+    with pytest.raises(PackMismatch, match="task t1 arrived different"):
+        evaluate(job, tasks, "n")
+
+
+def test_the_export_on_the_driver_is_what_the_repo_holds(mini: Mini, tmp_path: Path) -> None:
+    repo = CandidateRepo.create(tmp_path / "repo.git")
+    snap = snapshot(mini.seed)
+    tree = repo.store(snap)
+    commit = repo.commit(tree, None, "seed", "refs/rsi/c0", entries=snap.entries)
+    repo.export(commit, tmp_path / "export")
+    assert pack_tree(tmp_path / "export").tree == tree
+
+
+def test_resume_with_an_address_that_does_not_answer_changes_nothing(mini: Mini) -> None:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1")
+    assert res.exit_code == 0, res.stderr
+    before = (out / "events.jsonl").read_bytes()
+    res = cli("resume", out, "--retry-failed", "--ray-address", "127.0.0.1:1")
+    assert res.exit_code == 2
+    assert res.stderr.startswith("rsiframe: error: --ray-address: no Ray cluster answers")
+    assert (out / "events.jsonl").read_bytes() == before
+
+
+def test_the_ray_executor_runs_only_the_local_engine() -> None:
+    from rsiframe.errors import ClusterError
+    from rsiframe.executor import check
+
+    with pytest.raises(ClusterError, match="runs the local engine, not 'harbor'"):
+        check(ExecutorSpec(kind="ray"), "evaluator.executor", "harbor")
+    check(ExecutorSpec(), "evaluator.executor", "harbor")  # local: any engine
