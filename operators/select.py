@@ -9,6 +9,9 @@ from rsiframe.api import CandidateView, RunView, SelectContext, Selection, Selec
 
 def ranked(run: RunView) -> list[tuple[float, CandidateView]]:
     """Admitted candidates by verified gate score, best first (older first on ties)."""
+    kept = getattr(run, "ranked", None)  # perf: the engine's view keeps this ranking
+    if kept is not None:
+        return kept("gate")
     scored = [(run.score(c.id, "gate"), i, c) for i, c in enumerate(run.admitted())]
     rows = [(s, i, c) for s, i, c in scored if s is not None]
     rows.sort(key=lambda r: (-r[0], r[1]))

@@ -97,33 +97,65 @@ def parse_line(line: bytes, where: str) -> Event:
 def chain_head(events: list[Event]) -> str:
     """``N:HASH``: how many events the chain holds and the hash of the last one. Written
     down (or published), it lets ``verify --head`` prove later that nothing was cut off."""
-    return f"{len(events)}:{events[-1].hash}" if events else f"0:{GENESIS}"
+    # from the last event's index, so a list that begins at a snapshot's event counts right
+    return f"{events[-1].seq + 1}:{events[-1].hash}" if events else f"0:{GENESIS}"
 
 
-def read_events(run_dir: Path) -> LoadResult:
-    """Parse and chain-check every event. Raises :class:`ArchiveCorrupt` on a broken link."""
+def read_events(run_dir: Path, after: Event | None = None, offset: int = 0) -> LoadResult:
+    """Parse and chain-check every event. Raises :class:`ArchiveCorrupt` on a broken link.
+
+    With ``after`` (an event already trusted, e.g. a snapshot's) read only the events
+    from byte ``offset`` on, which must chain from it.
+    """
     path = run_dir / EVENTS
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            f.seek(offset)
+            raw = f.read()
     except FileNotFoundError as exc:
         raise ArchiveCorrupt("archive has no events.jsonl", where=str(run_dir)) from exc
     lines = raw.split(b"\n")
     torn = lines.pop()  # after the last newline: b"" unless the last write was torn
     events: list[Event] = []
-    prev = GENESIS
-    for i, line in enumerate(lines):
+    prev = after.hash if after else GENESIS
+    first = after.seq + 1 if after else 0
+    for i, line in enumerate(lines, first):
         where = f"{path}: event {i}"
         ev = parse_line(line, where)
         if ev.seq != i:
             raise ArchiveCorrupt(f"sequence number {ev.seq} out of order", where=where)
         if ev.prev != prev:
-            name = events[-1].type if events else "start"
+            name = events[-1].type if events else (after.type if after else "start")
             raise ArchiveCorrupt(
                 f"hash chain broken: event {i - 1} ({name}) was changed or removed", where=where
             )
         events.append(ev)
         prev = ev.hash
     return LoadResult(events=events, torn=torn)
+
+
+def check_chain(run_dir: Path, end: int) -> None:
+    """Check the hash chain of the events before byte ``end`` without parsing them.
+
+    For resume from a snapshot that pins the event ending at ``end``: each line's
+    ``prev`` (the last ``"prev":"`` in a canonical line: ``data`` sorts before it, and
+    nothing after it can hold one) must be the sha256 of the line before. An edited,
+    inserted or removed line breaks a link, as in :func:`read_events`.
+    """
+    path = run_dir / EVENTS
+    with path.open("rb") as f:
+        raw = f.read(end)
+    prev = GENESIS
+    lines = raw.split(b"\n")
+    lines.pop()  # the snapshot's event ends with a newline
+    for i, line in enumerate(lines):
+        at = line.rfind(b'"prev":"')
+        if at < 0 or line[at + 8 : at + 72] != prev.encode():
+            raise ArchiveCorrupt(
+                f"hash chain broken: event {i - 1} was changed or removed",
+                where=f"{path}: event {i}",
+            )
+        prev = sha256_bytes(line)
 
 
 class Archive:

@@ -36,6 +36,7 @@ from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
 from rsiframe.runview import StateView
 from rsiframe.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
+from rsiframe.snapshot import save_snapshot
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, tasks_by_split
@@ -148,6 +149,7 @@ class Engine:
 
     def close(self) -> None:
         self.tasks.executor.close()
+        save_snapshot(self.paths.root, self.state, self.signer)  # perf: resume starts here
         self.evaluator.close()
         self.archive.close()
         self.repo.close()

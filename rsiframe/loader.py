@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rsiframe.archive import Event, read_events
+from rsiframe.archive import Event, check_chain, read_events
 from rsiframe.errors import ArchiveCorrupt, RunFolderError
 from rsiframe.runfolder import RunPaths, is_live
 from rsiframe.signing import EVENT_TYPE, BadSignature, RecordVerifier
-from rsiframe.state import RunState, fold
+from rsiframe.snapshot import load_snapshot
+from rsiframe.state import RunState
 
 
 def unsigned_events(events: list[Event], verifier: RecordVerifier, *, every: bool) -> list[str]:
@@ -59,25 +60,47 @@ class LoadedRun:
         return "running" if self.live else "interrupted"
 
 
-def load_run(root: Path, *, strict: bool = True, every_signature: bool = False) -> LoadedRun:
+def load_run(
+    root: Path, *, strict: bool = True, every_signature: bool = False, snapshot: bool = False
+) -> LoadedRun:
     """Read a run folder without writing anything into it.
 
     ``strict`` raises :class:`ArchiveCorrupt` when the newest event's signature
     (with ``every_signature``, any event's) fails; otherwise each failure becomes a
     problem in ``state.problems`` (for the self-test, and for reading a run you expect
     to have been tampered with).
+
+    ``snapshot`` (resume only, never ``verify``) starts from the run's signed state
+    snapshot when it verifies and matches the archive (:mod:`rsiframe.snapshot`), and
+    checks and folds only the events after it; ``events`` then begins at the
+    snapshot's event. The hash chain before it is still checked (no line parsed, no
+    certificate rechecked). A snapshot that does not match is ignored, with a note.
     """
     paths = RunPaths(Path(root).resolve()).check()
     verifier = open_verifier(paths)
-    loaded = read_events(paths.root)
-    if not loaded.events or loaded.events[0].type != "run_started":
-        raise ArchiveCorrupt("the archive does not begin with run_started", where=str(paths.events))
+    notes = []
+    snap, why = load_snapshot(paths.root, verifier) if snapshot else (None, "")
+    if snap is not None:
+        check_chain(paths.root, snap.end)  # every link still checked; no line parsed or folded
+        loaded = read_events(paths.root, after=snap.head, offset=snap.end)
+        loaded.events.insert(0, snap.head)
+        state = snap.state
+    else:
+        if why and why != "no snapshot":
+            notes.append(f"state snapshot ignored: {why}; folded every event")
+        loaded = read_events(paths.root)
+        if not loaded.events or loaded.events[0].type != "run_started":
+            raise ArchiveCorrupt(
+                "the archive does not begin with run_started", where=str(paths.events)
+            )
+        state = RunState(verifier=verifier)
+    folded = loaded.events[1:] if snap is not None else loaded.events
     if strict:
         require_signed(loaded.events, verifier, str(paths.events), every=every_signature)
-    state = fold(loaded.events, verifier)
+    for ev in folded:
+        state.apply(ev)
     if not strict:
         state.problems[:0] = unsigned_events(loaded.events, verifier, every=every_signature)
-    notes = []
     if loaded.torn:
         notes.append(f"archive: the last event is torn ({len(loaded.torn)} bytes); resume drops it")
     return LoadedRun(paths, verifier, loaded.events, state, loaded.torn, notes)

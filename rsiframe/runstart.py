@@ -127,7 +127,7 @@ def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list
     paths = RunPaths(Path(root).resolve()).check()
     lock = RunLock(paths).acquire()
     try:
-        loaded = load_run(paths.root)
+        loaded = load_run(paths.root, snapshot=True)  # the fold resumes from a signed snapshot
         st = loaded.state
         if st.problems:
             raise ArchiveCorrupt(f"archive: {st.problems[0]}", where=str(paths.root))

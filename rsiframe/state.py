@@ -9,8 +9,9 @@ the evaluator and the task-set fingerprint. Anything else is a *problem*
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from rsiframe import events as E
 from rsiframe.archive import Event
@@ -172,6 +173,25 @@ class RunState:
     operator_usage: dict[str, tuple[int, float]] = field(default_factory=dict)
     #: operators' attempts to read beyond their slot's view (information_flow_violation)
     violations: list[dict[str, Any]] = field(default_factory=list)
+    # -- indexes kept as events fold, so no per-step query scans every candidate ------
+    #: candidates that may still need a step (not rejected, abandoned or recorded, or with
+    #: an open attempt), in proposal order
+    active: dict[str, Candidate] = field(default_factory=dict, repr=False)
+    #: admitted candidates as (index, id), in proposal order
+    admitted_ids: list[tuple[int, str]] = field(default_factory=list, repr=False)
+    #: admitted candidates with a gate score as (-score, index, id): best first, older on ties
+    gate_ranking: list[tuple[float, int, str]] = field(default_factory=list, repr=False)
+    #: ids of admitted candidates in the order they were admitted (append-only)
+    admission_log: list[str] = field(default_factory=list, repr=False)
+    #: trees of candidates not rejected, with how many candidates have each
+    tree_count: dict[str, int] = field(default_factory=dict, repr=False)
+    INDEXES: ClassVar[tuple[str, ...]] = (
+        "active",
+        "admitted_ids",
+        "gate_ranking",
+        "admission_log",
+        "tree_count",
+    )
 
     # -- folding ---------------------------------------------------------------------
 
@@ -188,6 +208,36 @@ class RunState:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ArchiveCorrupt(f"event {ev.seq} ({ev.type}) is malformed: {exc!r}") from exc
         self.last_ts = ev.ts
+        cid = ev.data.get("id")
+        if isinstance(cid, str) and (c := self.candidates.get(cid)) is not None:
+            self._index_active(c)
+
+    # -- indexes -------------------------------------------------------------------
+
+    def _index_active(self, c: Candidate) -> None:
+        done = c.rejected is not None or c.abandoned is not None or c.recorded
+        if done and c.open_attempt() is None:
+            self.active.pop(c.id, None)
+        elif c.id not in self.active:
+            self.active[c.id] = c
+
+    def _index_admitted(self, c: Candidate) -> None:
+        bisect.insort(self.admitted_ids, (c.index, c.id))
+        self.admission_log.append(c.id)
+        score = c.score("gate")
+        if score is not None:
+            bisect.insort(self.gate_ranking, (-score, c.index, c.id))
+
+    def reindex(self) -> None:
+        """Rebuild every index from the candidates (after loading a snapshot)."""
+        self.active, self.admitted_ids, self.gate_ranking = {}, [], []
+        self.admission_log, self.tree_count = [], {}
+        for c in self.candidates.values():
+            self._index_active(c)
+            if c.state == "admitted":
+                self._index_admitted(c)
+            if c.tree is not None and c.rejected is None:
+                self.tree_count[c.tree] = self.tree_count.get(c.tree, 0) + 1
 
     def _on_run_started(self, ev: Event, d: E.RunStarted) -> None:
         self.run_id = d.run_id
@@ -234,14 +284,28 @@ class RunState:
 
     def _on_candidate_mutated(self, ev: Event, d: E.CandidateMutated) -> None:
         c = self.candidates[d.id]
+        if c.tree is not None and c.rejected is None:
+            self._untree(c.tree)
         c.commit, c.tree, c.parent_commit = d.commit, d.tree, d.parent_commit
+        if c.rejected is None:
+            self.tree_count[d.tree] = self.tree_count.get(d.tree, 0) + 1
         c.description = d.description
         c.changes = list(d.changes)
         c.splits = tuple(d.splits)
         c.merged_commit = d.merged_commit
 
     def _on_candidate_rejected(self, ev: Event, d: E.CandidateRejected) -> None:
-        self.candidates[d.id].rejected = E.payload(d)
+        c = self.candidates[d.id]
+        if c.tree is not None and c.rejected is None:
+            self._untree(c.tree)
+        c.rejected = E.payload(d)
+
+    def _untree(self, tree: str) -> None:
+        left = self.tree_count.get(tree, 0) - 1
+        if left > 0:
+            self.tree_count[tree] = left
+        else:
+            self.tree_count.pop(tree, None)
 
     def _on_candidate_abandoned(self, ev: Event, d: E.CandidateAbandoned) -> None:
         self.candidates[d.id].abandoned = d.reason
@@ -306,7 +370,11 @@ class RunState:
             a.status = "interrupted"
 
     def _on_candidate_gated(self, ev: Event, d: E.CandidateGated) -> None:
-        self.candidates[d.id].decision = {"admit": d.admit, "reason": d.reason}
+        c = self.candidates[d.id]
+        was = c.state == "admitted"
+        c.decision = {"admit": d.admit, "reason": d.reason}
+        if c.state == "admitted" and not was:
+            self._index_admitted(c)
 
     def _on_candidate_recorded(self, ev: Event, d: E.CandidateRecorded) -> None:
         c = self.candidates[d.id]
@@ -345,16 +413,16 @@ class RunState:
         return next(iter(self.candidates.values()), None)
 
     def admitted(self) -> list[Candidate]:
-        return [c for c in self.candidates.values() if c.state == "admitted"]
+        """Admitted candidates in proposal order (from the index, not a scan)."""
+        return [self.candidates[cid] for _, cid in self.admitted_ids]
+
+    def ranked(self) -> list[Candidate]:
+        """Admitted candidates with a gate score, best first (earliest on ties)."""
+        return [self.candidates[cid] for _, _, cid in self.gate_ranking]
 
     def champion(self) -> Candidate | None:
         """The admitted candidate with the best verified gate score (earliest on ties)."""
-        best: Candidate | None = None
-        for c in self.admitted():
-            s = c.score("gate")
-            if s is not None and (best is None or s > (best.score("gate") or 0.0)):
-                best = c
-        return best
+        return self.candidates[self.gate_ranking[0][2]] if self.gate_ranking else None
 
     def wall_seconds(self, now: float | None = None) -> float:
         live = 0.0
@@ -363,7 +431,8 @@ class RunState:
         return self.wall_closed + live
 
     def children(self) -> int:
-        return sum(1 for c in self.candidates.values() if not c.is_seed)
+        seed = self.seed
+        return len(self.candidates) - (1 if seed is not None and seed.is_seed else 0)
 
 
 def fold(events: list[Event], verifier: RecordVerifier) -> RunState:
