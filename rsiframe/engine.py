@@ -5,15 +5,13 @@
     select -> rollout -> [analyze] -> mutate -> guardrail -> [validate] -> [novelty]
       -> commit -> EVALUATE (train, gate) -> gate -> record -> [reflect per generation]
 
-Every step derives what to do next from the folded state, so ``run`` and
-``resume`` are the same loop: stale proposals are abandoned, open evaluations
-are marked interrupted and retried as a new attempt, committed candidates are
-evaluated, certified ones gated, gated ones recorded. The steps live in their own
-modules (:mod:`~rsiframe.transaction`, :mod:`~rsiframe.evaluation` with
-:func:`~rsiframe.certify.certify`, :mod:`~rsiframe.review`) and return events.
-:mod:`~rsiframe.scheduler` decides what runs next with K candidates in flight, whose
-mutations and evaluations run on worker threads (:mod:`~rsiframe.inflight`); the
-engine is the run's one writer (:meth:`Engine.emit`): workers hand results back.
+Every step derives what to do next from the folded state, so ``run`` and ``resume``
+are the same loop: stale proposals are abandoned, open evaluations are retried as a new
+attempt, committed candidates evaluated, certified ones gated, gated ones recorded. The
+steps live in their own modules (:mod:`~rsiframe.transaction`, :mod:`~rsiframe.evaluation`
+with :func:`~rsiframe.certify.certify`, :mod:`~rsiframe.review`) and return events;
+:mod:`~rsiframe.scheduler` decides what runs next with K candidates in flight on worker
+threads (:mod:`~rsiframe.inflight`); the engine is the one writer (:meth:`Engine.emit`).
 """
 
 from __future__ import annotations

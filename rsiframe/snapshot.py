@@ -98,6 +98,7 @@ def decode_state(data: dict[str, Any], verifier: RecordVerifier) -> RunState:
 def _dec_candidate(d: dict[str, Any]) -> Candidate:
     d = dict(d)
     d["attempts"] = {s: [_dec_attempt(a) for a in tries] for s, tries in d["attempts"].items()}
+    d["splits"] = tuple(d.get("splits", ()))  # JSON has no tuples
     return Candidate(**d)
 
 

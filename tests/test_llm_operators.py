@@ -226,7 +226,11 @@ def test_agent_cli_command_runs_in_the_sandbox_through_the_gateway(
     )
     m = AgentCli(cfg).mutate(mctx(work))
     assert (work / "agent.py").read_text() == "x = 42\n"
-    assert m.sandbox is not None and m.sandbox.isolation.startswith("bwrap ") and m.sandbox.network == []
+    assert (
+        m.sandbox is not None
+        and m.sandbox.isolation.startswith("bwrap ")
+        and m.sandbox.network == []
+    )
     (entry,) = [json.loads(x) for x in models.gw.ledger.path.read_text().splitlines()]
     assert entry["consumer"] == "agent_cli:c1" and entry["candidate"] == "c1"
     assert "solved 1 of 2" in models.stub.requests[0]["messages"][0]["content"]
