@@ -15,7 +15,7 @@ test: setup sandbox
 	$(BIN)/python -m pytest -q
 
 test-e2e: setup sandbox
-	$(BIN)/python -m pytest -q -m e2e
+	$(BIN)/python -m pytest -q -m 'e2e and not selftest'
 
 selftest: setup sandbox
 	$(BIN)/rsiframe selftest integrity

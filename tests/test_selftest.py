@@ -13,12 +13,14 @@ from rsiframe.selftest.experiment import build
 from rsiframe.selftest.runner import run_trial
 from rsiframe.selftest.scenarios import SCENARIOS, sound
 
-#: one of each family runs by default; the rest (a few seconds each) with -m e2e
+#: one of each family runs by default; the rest (a few seconds each) with -m e2e, and in
+#: CI through `make selftest`, which runs every scenario with more trials (hence `selftest`:
+#: `make test-e2e` leaves them to it)
 FAST = {"kill_after_certificate", "outside_surface", "forged_event", "malformed_result"}
 
 
 def _param(name: str) -> object:
-    marks = () if name in FAST else (pytest.mark.e2e,)
+    marks = () if name in FAST else (pytest.mark.e2e, pytest.mark.selftest)
     return pytest.param(name, marks=marks, id=name)
 
 
