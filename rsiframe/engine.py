@@ -103,7 +103,7 @@ class Engine:
                 op.sources = lambda cid: self.transaction.export(self.state.candidates[cid])
         self._retried: set[tuple[str, str]] = set()
         k = self.recipe.concurrency.candidates
-        self.inflight = Inflight(k)
+        self.inflight = Inflight(k, self.tasks.executor.cancel_all)
         self.evaluator.parallel = self.tasks.share = k
         has_reflect = self.calls.op("reflect") is not None
         self.sched = Scheduler(self.recipe, self.state, self.budget, self.inflight, has_reflect)

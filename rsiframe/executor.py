@@ -37,6 +37,9 @@ class Executor(Protocol):
         **hooks: Any,
     ) -> EvaluationOutput: ...
 
+    def cancel_all(self) -> None:
+        """Kill every evaluation still running elsewhere (Ctrl-C after its grace period)."""
+
     def close(self) -> None: ...
 
 
@@ -58,6 +61,9 @@ class LocalExecutor:
         out = run_tasks(evaluator, taskset, candidate_dir, task_ids, put, on_done, **hooks)
         out.executor = {"kind": self.kind, "node": platform.node()}
         return out
+
+    def cancel_all(self) -> None:
+        """Nothing runs elsewhere: this host's sandboxes are killed by the caller."""
 
     def close(self) -> None:
         return None

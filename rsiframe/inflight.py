@@ -34,8 +34,10 @@ class Job:
 class Inflight:
     """Up to ``k`` jobs at once, one per candidate; results come back to the writer."""
 
-    def __init__(self, k: int) -> None:
+    def __init__(self, k: int, cancel: Callable[[], None] | None = None) -> None:
         self.k = k
+        #: kills work in flight beyond this host's sandboxes (a remote executor's tasks)
+        self.cancel = cancel
         self.inbox: queue.SimpleQueue[Closure] = queue.SimpleQueue()
         self.jobs: dict[str, Job] = {}
         self.writer = threading.get_ident()
@@ -105,6 +107,8 @@ class Inflight:
             pass
         if self.jobs:
             kill_all()
+            if self.cancel is not None:
+                self.cancel()
 
     def drain(self, timeout: float | None = None) -> int:
         """Run what workers posted; with ``timeout``, wait that long for the first."""

@@ -81,7 +81,11 @@ def load_run(
     notes = []
     snap, why = load_snapshot(paths.root, verifier) if snapshot else (None, "")
     if snap is not None:
-        check_chain(paths.root, snap.end)  # every link still checked; no line parsed or folded
+        try:  # every link still checked; no line parsed or folded
+            check_chain(paths.root, snap.end)
+        except ArchiveCorrupt:  # the full fold below names the problem in its own words
+            snap, why = None, "the archive before it changed"
+    if snap is not None:
         loaded = read_events(paths.root, after=snap.head, offset=snap.end)
         loaded.events.insert(0, snap.head)
         state = snap.state

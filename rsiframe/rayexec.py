@@ -114,6 +114,8 @@ class RayExecutor:
     def __init__(self, spec: ExecutorSpec, key: str = "evaluator.executor") -> None:
         ray = import_ray(key)
         self.spec = spec
+        self._lock = threading.Lock()
+        self._running: set[Any] = set()  # streaming refs of the evaluations in flight
         self._owns = not ray.is_initialized()
         if self._owns:
             options: dict[str, Any] = {
@@ -208,6 +210,35 @@ class RayExecutor:
             max_retries=0,
             retry_exceptions=False,
         ).remote(job, self._tasks(taskset, needed))
+        with self._lock:
+            self._running.add(gen)
+        try:
+            return self._collect(gen, task_ids, put, on_built, on_usage, on_done)
+        finally:
+            with self._lock:
+                self._running.discard(gen)
+
+    def cancel_all(self) -> None:
+        """Cancel every evaluation in flight (Ctrl-C after its grace period): each worker
+        kills its sandboxes; one that does not stop in time dies with its worker process."""
+        ray = import_ray()
+        with self._lock:
+            gens = list(self._running)
+        for gen in gens:
+            ray.cancel(gen)
+        for gen in gens:
+            if not ray.wait([gen], timeout=CANCEL_GRACE_S)[0]:
+                ray.cancel(gen, force=True)
+
+    def _collect(
+        self,
+        gen: Any,
+        task_ids: list[str],
+        put: Put,
+        on_built: Callable[[dict[str, Any]], None] | None,
+        on_usage: Callable[[dict[str, int]], None] | None,
+        on_done: Callable[[TaskRun], None] | None,
+    ) -> EvaluationOutput:
         out = EvaluationOutput()
         end: JobResult | None = None
         for msg in self._messages(gen):  # as each step happens on the worker

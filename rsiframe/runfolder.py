@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,15 +104,24 @@ class RunLock:
         self.paths = paths
         self._fd: int | None = None
 
-    def acquire(self) -> RunLock:
+    def acquire(self, wait_s: float = 3.0) -> RunLock:
+        """Take the lock; a holder still there after ``wait_s`` is a live driver (a driver
+        killed a moment ago can hold it while the kernel tears its process down)."""
         fd = os.open(self.paths.lockfile, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(fd)
-            raise RunFolderError(
-                "the run is already being driven by another process", where=str(self.paths.root)
-            ) from exc
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError as exc:
+                if time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                os.close(fd)
+                raise RunFolderError(
+                    "the run is already being driven by another process",
+                    where=str(self.paths.root),
+                ) from exc
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd

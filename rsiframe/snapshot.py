@@ -217,12 +217,12 @@ def _load(run_dir: Path, verifier: RecordVerifier) -> tuple[Snapshot | None, str
             line = f.read(end - start)
         if end <= start or not line.endswith(b"\n"):
             return None, "the archive is shorter than the snapshot"
+        # bytes first: a line moved or edited since is no event to parse (edits are
+        # reported by the full fold that follows, with the archive's own messages)
+        if sha256_bytes(line[:-1]) != data["hash"]:
+            return None, "the snapshot does not match the archive's event"
         head = parse_line(line[:-1], f"{run_dir / EVENTS}: event {data['seq']}")
-        if (
-            head.seq != data["seq"]
-            or head.hash != data["hash"]
-            or head.hash != sha256_bytes(line[:-1])
-        ):
+        if head.seq != data["seq"] or head.hash != data["hash"]:
             return None, "the snapshot does not match the archive's event"
         st = decode_state(data["state"], verifier)
         if st.run_id != data["run_id"]:

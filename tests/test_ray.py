@@ -136,15 +136,18 @@ def test_a_worker_with_another_evaluator_is_refused(
     assert not _certified(out)
 
 
-def test_evidence_streams_back_per_task_and_ctrl_c_stops_the_worker(tmp_path: Path) -> None:
+def test_evidence_streams_back_per_task_and_ctrl_c_stops_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from rsiframe.archive import Event
     from rsiframe.engine import Engine, Progress
     from rsiframe.state import RunState
 
     mini = make_mini(tmp_path / "p", sandbox="process")
     mark = tmp_path / "finished"
-    slow = f'[ "$RSI_TASK_ID" = t7 ] && sleep 4 && touch {mark}; python3 "$RSI_CANDIDATE/agent.py"'
+    slow = f'[ "$RSI_TASK_ID" = t7 ] && sleep 6 && touch {mark}; python3 "$RSI_CANDIDATE/agent.py"'
     sets = ["evaluator.executor.kind=ray", f"evaluator.config.agent={slow}"]
+    monkeypatch.setenv("RSIFRAME_GRACE_S", "0")  # Ctrl-C kills at once: no grace for t7
     engine = Engine.create(mini.recipe, sets, mini.run_dir())
 
     class CtrlC(Progress):
@@ -164,7 +167,7 @@ def test_evidence_streams_back_per_task_and_ctrl_c_stops_the_worker(tmp_path: Pa
     assert evs[-1]["type"] == "run_interrupted"
     kept = sorted(e["data"]["task"] for e in evs if e["type"] == "task_finished")
     assert kept == ["t1", "t3", "t5"]  # the interrupted attempt keeps what it produced
-    time.sleep(5)
+    time.sleep(7)
     assert not mark.exists()  # the sandboxed agent on the worker was killed, not orphaned
 
 

@@ -26,6 +26,7 @@ READ_SIDE = {
     "rsiframe.runfolder",
     "rsiframe.signing",
     "rsiframe.state",
+    "rsiframe.snapshot",
 }
 #: what the read side may pull in below it (leaves); never the evaluator, builds,
 #: serving, the sandbox, the engine or operator loading
