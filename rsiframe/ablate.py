@@ -88,7 +88,7 @@ def plan_grid(
             raise RecipeError(f"--operators: {exc.message}") from exc
     recipe = Path(recipe).resolve()
     base = recipe_mod.load(recipe, sets)
-    name = base.recipe.name
+    name = base.recipe.name.split("[", 1)[0]  # the recipe's own name, not one for its --set
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = Path(out) if out is not None else Path("archive") / f"ablate-{name}-{slot}-{stamp}"
     spec = GridSpec(
