@@ -150,7 +150,7 @@ def test_the_cache_key_holds_the_isolation_and_the_host_facts(tmp_path: Path) ->
     from rsiframe.hostfacts import FACTS
     from rsiframe.sandbox import ProcessSandbox
 
-    if make_sandbox("auto").isolation != "bwrap":
+    if make_sandbox("auto").kind != "bwrap":
         pytest.skip("bubblewrap is not usable here: no second isolation level to compare")
     seed = write_seed(tmp_path / "seed", trainer={"mode": "crash"})  # stop after the data
     (tmp_path / "work").mkdir()

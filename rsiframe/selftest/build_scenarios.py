@@ -92,7 +92,7 @@ def contamination_everywhere(t: Trial) -> list[str]:
 def cache_isolation(t: Trial) -> list[str]:
     """A dataset built unconfined (`sandbox: process`) with the same cache is not reused by
     a bubblewrap build: it is built again, confined."""
-    if make_sandbox("auto").isolation != "bwrap":
+    if make_sandbox("auto").kind != "bwrap":
         return ["bubblewrap is not usable here: no confined build to compare with"]
     cand = _candidate(t.root, t.rng, {})
     for sb in (ProcessSandbox(), "bwrap"):
