@@ -151,7 +151,7 @@ def test_the_cache_key_holds_the_isolation_and_the_host_facts(tmp_path: Path) ->
     from rsiframe.sandbox import ProcessSandbox
 
     if make_sandbox("auto").kind != "bwrap":
-        pytest.skip("bubblewrap is not usable here: no second isolation level to compare")
+        pytest.skip("platform limit: bubblewrap is not usable here, so no second isolation level")
     seed = write_seed(tmp_path / "seed", trainer={"mode": "crash"})  # stop after the data
     (tmp_path / "work").mkdir()
     cfg = BuildConfig.model_validate(BUILD)

@@ -19,7 +19,7 @@ def _docker():
     except EngineUnavailable as exc:
         if os.environ.get("RSIFRAME_REQUIRE_DOCKER"):
             raise
-        pytest.skip(f"no Docker engine with the base image here: {exc}")
+        pytest.skip(f"platform limit: no Docker engine with the base image here: {exc}")
 
 
 @pytest.fixture(scope="module")
