@@ -532,7 +532,8 @@ def test_output_watcher_is_gone_before_the_output_files_close(
             ["/bin/sh", "-c", "echo hi"], mounts=[m], cwd=m, env={}, timeout=10, output_cap=1 << 20
         )
         assert res.ok
-        assert {t.ident for t in threading.enumerate()} == before
+        # other tests' daemon threads may end meanwhile; none may be added by the sandbox
+        assert {t.ident for t in threading.enumerate()} <= before
 
 
 # -- privileges: a user namespace, an unprivileged uid, no capabilities (also as root) -------
