@@ -306,3 +306,42 @@ def test_the_key_never_enters_a_sandbox_and_only_the_gateway_is_reachable(rig: R
     for path in run.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+def gateways_of(run: Path) -> list[int]:
+    """Processes of a gateway serving ``run`` (its ledger folder on the command line)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"rsiframe.gatewayproc" in argv and str(run / "model-calls").encode() in argv:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+@pytest.mark.e2e
+def test_ctrl_c_stops_the_gateway_after_recording_the_call_in_flight(rig: Rig) -> None:
+    rig.write(answers=[Answer(content=EDIT, delay_s=3, repeat=True)], children=1)
+    run = rig.root / "run"
+    argv = [sys.executable, "-m", "rsiframe.cli", "run", str(rig.recipe), "--out", str(run)]
+    proc = subprocess.Popen(
+        [*argv, "--quiet"],
+        env={**os.environ, **rig.env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while rig.stub.stats.requests == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gateways_of(run), "the run's gateway is not running"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(60)
+    deadline = time.monotonic() + 15
+    while gateways_of(run) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not gateways_of(run)  # stopped with the run
+    assert status_json(run)["state"] == "interrupted"
+    entries = ledger(run)
+    assert len(paid(entries)) == rig.stub.stats.answered == 1  # the call was recorded
