@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO, cli
 
 GOOD_MODEL = {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "BAD_INPUT_KEY", "model": "m"}
