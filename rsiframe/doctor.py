@@ -111,11 +111,13 @@ def check_harbor() -> tuple[bool, str]:
 
 
 def check_ray() -> tuple[bool, str]:
+    from rsiframe.rayexec import import_ray
+
     if importlib.util.find_spec("ray") is None:
         return False, "not installed (pip install 'rsiframe[cluster]')"
     try:
-        import ray
-    except Exception as exc:
+        ray = import_ray()
+    except Exception as exc:  # installed, but its import fails (a broken install)
         return False, f"installed but not importable: {type(exc).__name__}: {exc}"
     return True, f"ray {ray.__version__} importable"
 
