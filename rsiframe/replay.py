@@ -17,6 +17,7 @@ the same task-set and evaluator fingerprints. Exit 0 when the same, 1 when they 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 import click
 from pydantic import BaseModel
 
-from rsiframe.errors import RunFolderError
+from rsiframe.errors import RsiError, RunFolderError
 from rsiframe.runfolder import RunPaths
 
 #: a run's gateway folder (ledger.jsonl, evidence/): RunModels' FOLDER
@@ -96,6 +97,32 @@ def check_source(run: Path) -> tuple[Any, Path]:
             where=str(loaded.paths.root),
         )
     return loaded, loaded.paths.root / MODEL_CALLS
+
+
+def check_ledger(loaded: Any, folder: Path) -> int:
+    """RUN's ledger against its signed ``model_call`` events, entry by entry: a replay
+    answers from the ledger and its evidence, so each must be what the run signed."""
+    signed = {ev.data["seq"]: ev.data for ev in loaded.events if ev.type == "model_call"}
+    path = folder / "ledger.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    for n, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+            ev = signed.get(entry["seq"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RunFolderError(f"{path}: line {n} is not a ledger entry") from exc
+        if ev is None:
+            raise RunFolderError(f"{path}: entry {entry['seq']} has no model_call event in the run")
+        keys = ("digest", "status", "prompt_tokens", "completion_tokens", "cost_usd")
+        bad = [k for k in keys if entry.get(k) != ev.get(k)]
+        if entry.get("response") and ev.get("response") != f"sha256:{entry['response']}":
+            bad.append("response")
+        if bad:
+            raise RunFolderError(
+                f"{path}: entry {entry['seq']} differs from the run's signed model_call event "
+                f"({', '.join(bad)})"
+            )
+    return len(signed)
 
 
 def check_recipe(loaded: Any) -> Path:
@@ -185,12 +212,14 @@ def replay(run: Path, out: Path, say: Callable[[str], None] = lambda m: None) ->
     from rsiframe.loader import load_run
 
     source, ledger = check_source(run)
+    check_ledger(source, ledger)
     recipe = check_recipe(source)
     engine = Engine.create(recipe, out=out, replay_of=ledger)
     say(f"replaying {source.paths.root} into {engine.paths.root}")
     try:
-        with contextlib.suppress(RunFailure):  # a failed run is compared like any other
-            engine.drive()
+        engine.drive()
+    except (RunFailure, RsiError) as exc:  # recorded as the run's end: compared like any
+        say(f"the replay ended failed: {exc}")
     finally:
         engine.close()
     copy = load_run(engine.paths.root)
