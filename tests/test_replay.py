@@ -1,7 +1,9 @@
 """``rsiframe replay``: a stub-driven run re-run with the stub stopped and no endpoint or key
 configured reproduces the same candidate trees; a request the source never made is
 refused (its child rejected, the verdict says it differs); a ledger that does not match
-the run's signed events, or a run that has not ended, is refused as bad input."""
+the run's signed events, or a run that has not ended, is refused as bad input. The runs
+are e2e (``pytest -m e2e``); the archive-only gateway is tested on its own in the default
+suite."""
 
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ def _calls(run: Path) -> list[dict]:
     return [e["data"] for e in events(run) if e["type"] == "model_call"]
 
 
+@pytest.mark.e2e  # two or three runs of the mini project: ~30 s each here
 def test_a_replay_with_the_stub_stopped_reproduces_the_candidate_trees(
     source: tuple[Mini, Path, StubLLM],
 ) -> None:
@@ -102,6 +105,7 @@ def test_a_replay_with_the_stub_stopped_reproduces_the_candidate_trees(
     assert status["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in _calls(src)))
 
 
+@pytest.mark.e2e  # two or three runs of the mini project: ~30 s each here
 def test_a_request_the_source_never_made_is_refused_and_the_replay_differs(
     source: tuple[Mini, Path, StubLLM],
 ) -> None:
@@ -124,6 +128,7 @@ def test_a_request_the_source_never_made_is_refused_and_the_replay_differs(
     assert rejected and all("not recorded" in " ".join(c["reasons"]) for c in rejected)
 
 
+@pytest.mark.e2e  # two or three runs of the mini project: ~30 s each here
 def test_a_ledger_unlike_the_signed_events_or_an_unended_run_is_bad_input(
     source: tuple[Mini, Path, StubLLM], tmp_path: Path
 ) -> None:
@@ -143,6 +148,15 @@ def test_a_ledger_unlike_the_signed_events_or_an_unended_run_is_bad_input(
     assert not (tmp_path / "out").exists()
     res = cli_proc("replay", tmp_path / "nothing", "--out", tmp_path / "out", env=ENV)
     assert res.returncode == 2 and res.stderr.count("\n") == 1
+    unended = tmp_path / "unended"
+    shutil.copytree(src, unended)
+    lines = (unended / "events.jsonl").read_text().splitlines(keepends=True)
+    assert json.loads(lines[-1])["type"] == "run_finished"
+    (unended / "events.jsonl").write_text("".join(lines[:-1]))  # as if killed before the end
+    res = cli_proc("replay", unended, "--out", tmp_path / "out", env=ENV)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "the run has not ended (interrupted)" in res.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_archive_only_gateway_answers_recorded_requests_and_refuses_the_rest(
