@@ -42,6 +42,7 @@ class Entry:
     response: str | None = None
     stream: bool = False
     error: str | None = None
+    code: str | None = None  # a refusal's reason: max_model_tokens | max_cost | allowance
 
 
 @dataclass
