@@ -134,8 +134,11 @@ def main() -> int:
         print(json.dumps(m, indent=2))
         return 0 if ok else 1
     s, r = m["stub"], m["run_count"]
-    print(f"llm-hill-climb, one generation against the stub ({m['state']}, {m['candidates']} ")
-    print(f"  candidates; {' '.join(m['overrides'])})")
+    print(
+        f"llm-hill-climb, one generation against the stub: {m['state']}, {m['candidates']} "
+        "candidates"
+    )
+    print(f"  --set {' --set '.join(m['overrides'])}")
     print(
         f"  stub:  {s['answered']} answered of {s['requests']} requests, "
         f"{s['prompt_tokens']} + {s['completion_tokens']} = {s['tokens']} tokens, "
