@@ -157,6 +157,7 @@ class RunModels:
 
         engine.archive.listeners.append(on_event)
         engine.calls.models = models.scope
+        engine.tasks.gateway = models  # an evaluation's agent reaches its model through it
         models.drain()
         return models
 
@@ -254,6 +255,27 @@ class RunModels:
         out: dict[str, Any] = r.json()
         return out
 
+    def sandbox_endpoint(
+        self,
+        name: str,
+        *,
+        model: str,
+        candidate: str | None = None,
+        slot: str | None = None,
+        allowance: int | None = None,
+    ) -> SandboxEndpoint:
+        """A socket and token of the gateway for one sandbox (e.g. an evaluation's agent);
+        revoke it with :meth:`revoke_endpoints` when that sandbox is done."""
+        who = {"candidate": candidate, "slot": slot, "allowance": allowance}
+        ep = self._post("/sandbox", {"name": name, "model": model, **who})
+        return SandboxEndpoint(ep["name"], Path(ep["folder"]), ep["token"], model)
+
+    def revoke_endpoints(self, *endpoints: SandboxEndpoint) -> None:
+        """Their tokens and sockets stop working; the calls they made become events now."""
+        with contextlib.suppress(ModelError):
+            self._post("/revoke", {"tokens": [ep.token for ep in endpoints]})
+        self.drain()
+
     @contextlib.contextmanager
     def scope(self, cid: str, slot: str, config: Any = None) -> Iterator[llm.ModelClient]:
         """One operator call's models: its client and sandbox endpoints, then revoked."""
@@ -266,9 +288,9 @@ class RunModels:
         tokens = [token]
 
         def endpoints(sandbox: str, *, model: str) -> SandboxEndpoint:
-            ep = self._post("/sandbox", {"name": f"{name}:{sandbox}", "model": model, **who})
-            tokens.append(ep["token"])
-            return SandboxEndpoint(ep["name"], Path(ep["folder"]), ep["token"], model)
+            ep = self.sandbox_endpoint(f"{name}:{sandbox}", model=model, **who)
+            tokens.append(ep.token)
+            return ep
 
         client = llm.GatewayClient(self.url, token, after=self.drain)
         try:

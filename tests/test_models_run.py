@@ -206,7 +206,7 @@ def test_a_per_operation_allowance_rejects_that_child_only(rig: Rig) -> None:
 def test_resume_after_sigkill_during_a_model_call_never_pays_twice(rig: Rig) -> None:
     # temperature 0: the resumed run's identical request is served from the ledger
     slow = Answer(content=EDIT, delay_s=4)
-    rig.write(answers=[slow, Answer(content=EDIT, repeat=True)], children=1)
+    rig.write(answers=[slow, Answer(content=EDIT, repeat=True)], children=2)
     run = rig.root / "run"
     proc = subprocess.Popen(
         [
@@ -235,7 +235,10 @@ def test_resume_after_sigkill_during_a_model_call_never_pays_twice(rig: Rig) -> 
     stats = rig.stub.stats
     assert stats.requests == 1  # the call paid before the kill was not paid again
     assert len(paid(entries)) == stats.answered == 1
-    assert any(e["cached"] for e in entries)  # the resumed child was served from the ledger
+    # the killed driver's call was recorded by its gateway, and is an event of the run
+    assert entries[0]["candidate"] == "c0001" and entries[0]["status"] == 200
+    # the next child asked the same (temperature 0, same parent): served from the ledger
+    assert [e["cached"] for e in entries] == [False, True]
     assert [c["seq"] for c in model_calls(run)] == [e["seq"] for e in entries]
     st = status_json(run)
     assert st["state"] == "finished" and st["model_calls"] == len(entries)
@@ -245,7 +248,7 @@ def test_resume_after_sigkill_during_a_model_call_never_pays_twice(rig: Rig) -> 
 
 SANDBOX_CHECK = r"""
 import glob, json, os, sys, urllib.request
-key = sys.argv[1].encode()
+key = bytes.fromhex(sys.argv[1])  # never the key itself on a command line
 leaks = []
 for path in glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline"):
     try:
@@ -284,8 +287,8 @@ if not leaks and direct.startswith("refused") and answer == "level: 5":
 @pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot create a sandbox here")
 def test_the_key_never_enters_a_sandbox_and_only_the_gateway_is_reachable(rig: Rig) -> None:
     command = (
-        f"python3 -c {shlex.quote(SANDBOX_CHECK)} {shlex.quote(KEY)} "
-        f"{shlex.quote(rig.srv.url)}  # {{instruction}}"
+        f"python3 -c {shlex.quote(SANDBOX_CHECK)} {KEY.encode().hex()} "
+        f"{shlex.quote(rig.srv.url)} {{instruction}}"
     )
     mutate = {
         "operator": "agent_cli",
