@@ -54,7 +54,7 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -310,7 +310,7 @@ class Gateway:
         ready = threading.Event()
 
         def run() -> None:
-            self._loop = asyncio.new_event_loop()
+            self._loop = _new_loop()
             asyncio.set_event_loop(self._loop)
             ready.set()
             self._loop.run_forever()
@@ -561,13 +561,21 @@ class Gateway:
             data, parsed = await self._call(name, path, body)
         except GatewayError as exc:
             self._release(reservation)
-            self.ledger.append(_done(base, exc.status, t0, error=exc.message))
+            await asyncio.to_thread(
+                self.ledger.append, _done(base, exc.status, t0, error=exc.message)
+            )
             return exc
         self._release(reservation)
         entry = self._meter(base, spec, parsed.get("usage"), prompt_est, _answer_text(parsed), t0)
         reservation.charge(entry)
-        entry.response = self.ledger.put(data)
-        self.ledger.append(entry)
+
+        def record() -> None:
+            entry.response = self.ledger.put(data)
+            self.ledger.append(entry)
+
+        # durable before the answer goes back, but off the event loop: other calls go on,
+        # and the ledger syncs the calls that finish meanwhile together (group commit)
+        await asyncio.to_thread(record)
         return data
 
     def _meter(
@@ -763,6 +771,15 @@ async def _read_body(request: Request) -> bytes:
     return bytes(out)
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop where it is installed (the ``llm`` extra), asyncio's otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def _auth(r: ResolvedModel) -> dict[str, str]:
     if r.spec.api == "anthropic":
         return {"x-api-key": r.api_key, "anthropic-version": "2023-06-01"}
@@ -772,7 +789,7 @@ def _auth(r: ResolvedModel) -> dict[str, str]:
 def _done(
     base: Entry, status: int, t0: float, error: str | None = None, code: str | None = None
 ) -> Entry:
-    e = Entry(**asdict(base))
+    e = replace(base)  # a shallow copy: an Entry holds only numbers and strings
     e.status, e.error, e.code = status, error, code
     e.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
     return e
