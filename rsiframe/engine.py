@@ -132,8 +132,7 @@ class Engine:
         unsets: list[str] | None = None,
         replay_of: Path | None = None,
     ) -> Engine:
-        """Validate everything, then create the run folder, keys, locks and the seed commit
-        (``replay_of``: a replay's source ledger, see ``rsiframe.replay``)."""
+        """Validate everything, then create the run folder, keys, locks and the seed commit."""
         parts, started = create_run(recipe_path, sets, out, ray_address, unsets, replay_of)
         engine = cls(parts)
         engine.emit(started)
