@@ -80,6 +80,7 @@ def test_each_model_gets_one_metered_call_and_each_problem_one_line(
         "nokey": {"base_url": good_srv.url, "api_key_env": "DOC_MISSING_KEY", "model": "m"},
         "down": {"base_url": "http://127.0.0.1:9/v1", "model": "m"},
         "garbage": {"base_url": garbage_srv.url, "model": "m", "retries": 3},
+        "claude": {"base_url": good_srv.url, "model": "m", "api": "anthropic"},  # /v1/messages
     }
     recipe = _recipe(tmp_path, models, model="good")
     res = cli("doctor", recipe, "--json")
@@ -88,11 +89,14 @@ def test_each_model_gets_one_metered_call_and_each_problem_one_line(
     ok = checks["model good"]
     assert ok["ok"] and ok["needed"]
     # the gateway's count equals the stub's own; the price is the recipe's
-    assert good.stats.answered == 1 and good.auth == ["Bearer sk-good"]
-    tokens = good.stats.prompt_tokens + good.stats.completion_tokens
-    assert ok["tokens"] == tokens and good.stats.completion_tokens == count_tokens("ok")
-    cost = (good.stats.prompt_tokens * 1000.0 + good.stats.completion_tokens * 2000.0) / 1e6
-    assert ok["cost_usd"] == pytest.approx(cost)
+    assert checks["model claude"]["ok"] and good.stats.by_path["/v1/messages"] == 1
+    assert good.stats.by_path["/v1/chat/completions"] == 1
+    assert "Bearer sk-good" in good.auth
+    # each call's tokens as the stub counted them; the price is the recipe's
+    prompt = count_tokens("Reply with the single word: ok")
+    assert ok["tokens"] == prompt + count_tokens("ok") == checks["model claude"]["tokens"]
+    assert good.stats.prompt_tokens + good.stats.completion_tokens == 2 * ok["tokens"]
+    assert ok["cost_usd"] == pytest.approx((prompt * 1000.0 + count_tokens("ok") * 2000.0) / 1e6)
     assert "DOC_MISSING_KEY" in checks["model nokey"]["detail"]
     assert "unreachable" in checks["model down"]["detail"]
     assert "127.0.0.1:9" in checks["model down"]["detail"]
@@ -101,8 +105,8 @@ def test_each_model_gets_one_metered_call_and_each_problem_one_line(
     text = cli("doctor", recipe)
     lines = [x for x in text.stdout.splitlines() if x.startswith("model ")]
     # in the recipe's order (yaml.safe_dump sorted the keys)
-    assert [x.split()[1] for x in lines] == ["down", "garbage", "good", "nokey"]
-    assert [x.split()[2] for x in lines] == ["FAIL", "FAIL", "ok", "FAIL"]
+    assert [x.split()[1] for x in lines] == ["claude", "down", "garbage", "good", "nokey"]
+    assert [x.split()[2] for x in lines] == ["ok", "FAIL", "FAIL", "ok", "FAIL"]
     assert text.stderr.strip() == (
         "rsiframe: doctor: not ok: model down, model garbage, model nokey"
     )
