@@ -130,9 +130,10 @@ class Engine:
         out: Path | None = None,
         ray_address: str | None = None,
         unsets: list[str] | None = None,
+        replay_of: Path | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        parts, started = create_run(recipe_path, sets, out, ray_address, unsets)
+        parts, started = create_run(recipe_path, sets, out, ray_address, unsets, replay_of)
         engine = cls(parts)
         engine.emit(started)
         engine.emit(E.SessionStarted(resumed=False))

@@ -204,12 +204,15 @@ class Gateway:
         environ: Mapping[str, str] | None = None,
         retry_backoff_s: float = 0.5,
         socket_root: Path | None = None,
+        archive: Ledger | None = None,
     ) -> None:
         self.specs = dict(models)
+        #: a replay's gateway answers only from this (the source run's) ledger, never a provider
+        self.archive = archive
         #: endpoints and keys; a model whose variables are unset is refused when called
         self.resolved: dict[str, ResolvedModel] = {}
         self.unresolved: dict[str, str] = {}
-        for name, spec in self.specs.items():
+        for name, spec in self.specs.items() if archive is None else ():
             try:
                 self.resolved[name] = spec.resolve(environ)
             except RsiError as exc:
@@ -521,6 +524,8 @@ class Gateway:
             self.ledger.append(_done(base, 429, t0, error=exc.message, code=exc.code))
             return exc.response()
         base.request = self.ledger.put(raw)
+        if self.archive is not None:  # a replay: the source run's recorded answer, or none
+            return self._from_archive(base, reservation, t0)
         upstream_body = {**body, "model": spec.model}
         if body.get("stream") and path in ("/v1/chat/completions", "/v1/completions"):
             upstream_body["stream_options"] = {
@@ -595,6 +600,30 @@ class Gateway:
         data = self.ledger.get(hit.response or "")
         e = _done(base, 200, t0)
         e.cached, e.request, e.response = True, hit.request, hit.response
+        self.ledger.append(e)
+        kind = "text/event-stream" if hit.stream else "application/json"
+        return Response(data, 200, media_type=kind)
+
+    def _from_archive(self, base: Entry, reservation: _Reservation, t0: float) -> Response:
+        """A replay's answer: the source run's recorded response to this request digest,
+        charged the tokens and cost the source recorded (``cached``: nothing is paid, and
+        budget decisions fall as they did), or 409 ``not_recorded`` (fails closed)."""
+        assert self.archive is not None
+        self._release(reservation)
+        hit = self.archive.cache.get(base.digest)
+        if hit is None or not hit.response:
+            msg = (
+                f"request {base.digest[:12]} is not recorded in the replayed run's archive "
+                "(a replay calls no endpoint)"
+            )
+            self.ledger.append(_done(base, 409, t0, error=msg, code="not_recorded"))
+            return GatewayError(409, msg, "replay_error", "not_recorded").response()
+        data = self.archive.get(hit.response)
+        e = _done(base, 200, t0)
+        e.cached, e.usage_source, e.response = True, "archive", self.ledger.put(data)
+        e.prompt_tokens, e.completion_tokens = hit.prompt_tokens, hit.completion_tokens
+        e.cost_usd = hit.cost_usd
+        reservation.charge(e)
         self.ledger.append(e)
         kind = "text/event-stream" if hit.stream else "application/json"
         return Response(data, 200, media_type=kind)

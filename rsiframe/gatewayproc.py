@@ -135,7 +135,8 @@ def serve(state: Path, config: dict[str, Any]) -> tuple[Gateway, str, str]:
     """Start the gateway and its admin socket; (gateway, admin socket path, admin token)."""
     models = {n: ModelSpec.model_validate(m) for n, m in config["models"].items()}
     limits = Limits(**config.get("limits", {}))
-    gw = Gateway(models, Ledger(state), limits=limits).start()
+    archive = Ledger(Path(config["archive"])) if config.get("archive") else None  # a replay
+    gw = Gateway(models, Ledger(state), limits=limits, archive=archive).start()
     tokens, cost = config.get("elsewhere", [0, 0.0])
     gw.elsewhere = (int(tokens), float(cost))
     admin_dir = gw.socket_root / ("admin-" + secrets.token_hex(8))

@@ -40,6 +40,8 @@ from rsiframe.state import RunState
 
 #: the folder of a run holding the gateway's ledger and evidence
 FOLDER = "model-calls"
+#: in FOLDER, a replay's source ledger folder (``rsiframe replay``): the gateway answers from it
+REPLAY_OF = "replay-of"
 #: operator config keys that cap the tokens one operation may spend through the gateway
 ALLOWANCE_KEYS = ("max_tokens_per_mutation", "max_tokens_per_call_site")
 _ENTRY_FIELDS = {f.name for f in fields(Entry)}
@@ -200,6 +202,8 @@ class RunModels:
             "limits": {"max_model_tokens": b.max_model_tokens, "max_cost": b.max_cost},
             "elsewhere": list(elsewhere),
         }
+        if (self.folder / REPLAY_OF).is_file():  # a replay: no endpoint, only the archive
+            config["archive"] = (self.folder / REPLAY_OF).read_text().strip()
         self.folder.mkdir(parents=True, exist_ok=True)
         log = (self.folder / "gateway.log").open("a")
         proc = subprocess.Popen(
