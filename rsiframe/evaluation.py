@@ -157,8 +157,12 @@ class TaskRunner:
         state: RunState,
         timings: Timings,
         executor: Executor | None = None,
+        gateway: Any | None = None,
     ) -> None:
         self.evaluator = evaluator
+        #: the run's model gateway (``gateway.Gateway``, or None without ``models:``): a
+        #: candidate's agent reaches ``evaluator.config.model`` only through it
+        self.gateway = gateway
         self.executor: Executor = executor or LocalExecutor()  # this process, or a Ray cluster
         self.taskset = taskset
         self.put = put
@@ -196,9 +200,11 @@ class TaskRunner:
             self._unfolded = max(0, self._unfolded - tokens)
 
     def model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
-        """Evaluator hooks of a D/T/H build: record the model built, charge the tokens."""
+        """Evaluator hooks: the gateway endpoint of ``evaluator.config.model``; of a D/T/H
+        build, record the model built and charge the tokens."""
+        hooks = self.gateway_hooks(cid, split)
         if self.evaluator.builder is None:
-            return {}  # no build, no model, no tokens
+            return hooks  # no build, no model, no tokens
 
         def on_built(model: dict[str, Any]) -> None:
             if split not in ("rollout", "minibatch"):  # uncertified runs
@@ -212,10 +218,30 @@ class TaskRunner:
                 self.emit(E.UsageSpent(**where, tokens=usage["total_tokens"], **usage))
 
         return {
+            **hooks,
             "on_built": on_built,
             "on_usage": on_usage,
             "token_limit": self.reserve_tokens(threading.get_ident()),
         }
+
+    def gateway_hooks(self, cid: str, split: str) -> dict[str, Any]:
+        """``model_endpoint``: opens the evaluation's own endpoint to the declared model its
+        agent uses, metered to ``cid`` under slot ``evaluate`` (none without a model)."""
+        model = getattr(self.evaluator.config, "model", None)
+        if model is None or self.gateway is None:
+            return {}  # the engine says why when a model has no gateway
+        if self.executor.kind != "local":
+            raise RuntimeError(
+                f"evaluator.config.model reaches the run's gateway on this host only; "
+                f"the {self.executor.kind} executor cannot"
+            )
+        gw = self.gateway
+
+        def model_endpoint() -> Any:
+            name = f"evaluate:{split}:{cid}"
+            return gw.sandbox_endpoint(name, model=model, candidate=cid, slot="evaluate")
+
+        return {"model_endpoint": model_endpoint}
 
     def run(
         self,
