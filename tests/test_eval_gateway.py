@@ -138,7 +138,7 @@ def test_evaluator_model_is_checked_and_leaves_old_fingerprints_alone(tmp_path: 
     spec = ModelSpec.model_validate({"base_url": "http://x/v1", "model": "m"})
     cfg = LocalEngineConfig(agent="true", sandbox="process", model="nope")  # type: ignore[arg-type]
     with pytest.raises(
-        RecipeError, match="evaluator.config.model: unknown model 'nope'; declared: a"
+        RecipeError, match=r"evaluator\.config\.model: unknown model 'nope'; declared: a"
     ):
         evaluator_model("local", cfg, {"a": spec}, "r.yaml")
     assert evaluator_model("local", cfg.model_copy(update={"model": "a"}), {"a": spec}, "r") == "a"
@@ -182,3 +182,58 @@ def test_harbor_job_routes_both_agent_kinds_through_the_gateway(tmp_path: Path) 
     )
     with pytest.raises(RuntimeError, match="bwrap environment only"):
         docker.job_config(tmp_path / "cand", [task], tmp_path / "jobs", ep)  # type: ignore[arg-type]
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not HAVE_BWRAP, reason="platform limit: bubblewrap missing")
+def test_the_terminal_seed_agent_solves_a_task_on_harbor_through_the_gateway(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    from rsiframe.evaluator import run_tasks
+    from rsiframe.tasks import TaskSet
+
+    repo = Path(__file__).resolve().parents[1]
+    step = {
+        "analysis": "empty folder",
+        "plan": "write the file",
+        "commands": [{"keystrokes": "printf 'Hello, world!\\n' > hello.txt && env\n"}],
+        "task_complete": False,
+    }
+    done = {"analysis": "written", "plan": "", "commands": [], "task_complete": True}
+    stub = StubLLM(
+        Script(answers=[Answer(content=json.dumps(step)), Answer(content=json.dumps(done))])
+    )
+    srv = ServerThread(stub.app).start()
+    spec = ModelSpec.model_validate(
+        {"base_url": srv.url, "api_key_env": "PROVIDER_KEY", "model": "stub", "retries": 0}
+    )
+    gw = Gateway({"solver": spec}, Ledger(tmp_path / "gw"), environ={"PROVIDER_KEY": SECRET})
+    gw.start()
+    shutil.copytree(repo / "tasks" / "terminal" / "hello-file", tmp_path / "tasks" / "hello-file")
+    cfg = HarborEngineConfig(agent="python3 /candidate/agent.py", model="solver")
+    engine = HarborEngine(cfg, tmp_path / "w")
+    runner = TaskRunner(engine, None, None, None, None, None, None, None, gateway=gw)  # type: ignore[arg-type]
+    store = Store()
+    try:
+        out = run_tasks(
+            engine,
+            TaskSet.load(tmp_path / "tasks"),
+            repo / "tasks" / "terminal" / "seed",
+            ["hello-file"],
+            store.put,
+            **runner.gateway_hooks("c2", "train"),
+        )
+    finally:
+        gw.stop()
+        srv.stop()
+    run = out.runs["hello-file"]
+    assert run.reward == 1.0, run.trajectory
+    entries = [json.loads(x) for x in gw.ledger.path.read_text().splitlines()]
+    assert len(entries) == len(stub.requests) == 2
+    assert {(e["candidate"], e["slot"]) for e in entries} == {("c2", "evaluate")}
+    assert "Hello, world!" in stub.requests[0]["messages"][1]["content"]  # the task
+    # the command's output (its environment) went back to the model: a token, no key
+    seen = stub.requests[1]["messages"][-1]["content"]
+    assert "OPENAI_API_KEY=rsi-" in seen and SECRET not in seen
