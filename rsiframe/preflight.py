@@ -55,6 +55,10 @@ def plan(
     if eval_model is not None:  # its environment variables are checked like a slot's
         configs["evaluate"] = {"model": eval_model}
     models = check_models(r.models, configs, where=where)  # no call is made
+    if eval_model is not None:  # named where the recipe says it
+        models.references["evaluator.config.model"] = models.references.pop(
+            "slots.evaluate.config.model"
+        )
     taskset = TaskSet.load(r.tasks.path)
     try:
         split = make_split(
