@@ -199,10 +199,13 @@ class TaskRunner:
         with self._tokens:
             self._unfolded = max(0, self._unfolded - tokens)
 
-    def model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
-        """Evaluator hooks: the gateway endpoint of ``evaluator.config.model``; of a D/T/H
-        build, record the model built and charge the tokens."""
-        hooks = self.gateway_hooks(cid, split)
+    def model_hooks(
+        self, cid: str, split: str, attempt: int = 0, opened: list[Any] | None = None
+    ) -> dict[str, Any]:
+        """Evaluator hooks: the gateway endpoint of ``evaluator.config.model`` (each one
+        opened is added to ``opened``); of a D/T/H build, record the model built and
+        charge the tokens."""
+        hooks = self.gateway_hooks(cid, split, opened)
         if self.evaluator.builder is None:
             return hooks  # no build, no model, no tokens
 
@@ -224,7 +227,9 @@ class TaskRunner:
             "token_limit": self.reserve_tokens(threading.get_ident()),
         }
 
-    def gateway_hooks(self, cid: str, split: str) -> dict[str, Any]:
+    def gateway_hooks(
+        self, cid: str, split: str, opened: list[Any] | None = None
+    ) -> dict[str, Any]:
         """``model_endpoint``: opens the evaluation's own endpoint to the declared model its
         agent uses, metered to ``cid`` under slot ``evaluate`` (none without a model)."""
         model = getattr(self.evaluator.config, "model", None)
@@ -239,7 +244,10 @@ class TaskRunner:
 
         def model_endpoint() -> Any:
             name = f"evaluate:{split}:{cid}"
-            return gw.sandbox_endpoint(name, model=model, candidate=cid, slot="evaluate")
+            ep = gw.sandbox_endpoint(name, model=model, candidate=cid, slot="evaluate")
+            if opened is not None:
+                opened.append(ep)
+            return ep
 
         return {"model_endpoint": model_endpoint}
 
@@ -262,7 +270,8 @@ class TaskRunner:
                 on_task(run)
             self.progress.tasks(cid, split, done, len(task_ids))
 
-        hooks = self.model_hooks(cid, split, attempt)
+        opened: list[Any] = []  # the evaluation's gateway endpoints, revoked after it
+        hooks = self.model_hooks(cid, split, attempt, opened)
         try:
             # executor hook (issue 11.3): the one place an evaluation of a verified export runs
             out = self.executor.run(
@@ -270,6 +279,8 @@ class TaskRunner:
             )
         finally:
             self.release_tokens(threading.get_ident())
+            if opened and (revoke := getattr(self.gateway, "revoke_endpoints", None)):
+                revoke(*opened)  # its calls become model_call events now
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
         return out
 

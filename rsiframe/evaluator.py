@@ -220,12 +220,9 @@ class LocalEngine:
 
     def lock_parts(self) -> dict[str, Any]:
         """What the fingerprint covers besides the code: these are named in evaluator.lock.json."""
-        config = self.config.model_dump(mode="json")
-        if config.get("model") is None:  # a recipe without it keeps the fingerprint it had
-            config.pop("model", None)
         parts = {
             "engine": self.name,
-            "config": config,
+            "config": self.config.model_dump(mode="json"),
             "isolation": self.isolation,
             "framework": __version__,
         }
