@@ -175,8 +175,11 @@ def test_ahe_reverts_a_change_whose_predicted_fixes_did_not_hold(
     edits = [r for r in stub.requests if EDIT in r["messages"][-1]["content"]]
     assert edits and "Change manifest" in edits[0]["messages"][-1]["content"]
     calls = model_calls(out)
-    assert len(calls) == len(stub.requests)
     assert {c["slot"] for c in calls} == {"analyze", "mutate"}
+    # the reverted parent's analysis is asked again: served from the run's record, free
+    paid = [c for c in calls if not c["cached"]]
+    assert len(paid) == len(stub.requests) < len(calls)
+    assert all(c["cost_usd"] == 0 for c in calls if c["cached"])
     assert cli("verify", out).exit_code == 0
 
 
