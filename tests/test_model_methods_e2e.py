@@ -183,6 +183,16 @@ def test_ahe_reverts_a_change_whose_predicted_fixes_did_not_hold(
     assert cli("verify", out).exit_code == 0
 
 
+RULE = "Keep what the lessons say worked. You may also improve these instructions."
+
+#: each edit touches its own knob, so it applies to any state the search is in
+INDEPENDENT = [
+    sat3_edit("polarity: negative ", "polarity: positive ", "Positive polarity."),
+    sat3_edit("pure_literals: false", "pure_literals: true", "Pure literals."),
+    sat3_edit("  strategy: none ", "  strategy: luby ", "Luby restarts."),
+]
+
+
 @pytest.mark.e2e
 @scripted(
     [
@@ -193,19 +203,20 @@ def test_ahe_reverts_a_change_whose_predicted_fixes_did_not_hold(
             "\nworkspace/memory.md\n```\n<<<<<<< SEARCH\nnewest last. The\n=======\n"
             "newest last. Tried: moms branching. The\n>>>>>>> REPLACE\n```",
         ),
-        sat3_edit("polarity: negative ", "polarity: positive ", "Positive polarity."),
-        sat3_edit("polarity: negative ", "polarity: random ", "Random polarity."),
-        sat3_edit("pure_literals: false", "pure_literals: true", "Pure literals."),
+        *INDEPENDENT,
     ]
 )
-def test_aevolve_evolves_the_workspace_and_rolls_back(stub: StubLLM, tmp_path: Path) -> None:
+def test_aevolve_evolves_its_workspace_end_to_end(stub: StubLLM, tmp_path: Path) -> None:
     out = tmp_path / "aevolve"
-    status = _run_sat3("aevolve.yaml", out, "budget.max_generations=4")
-    first = next(c for c in status["candidates"] if c["parent"])
-    res = cli("show", out, first["id"], "--json")
-    assert res.exit_code == 0, res.stderr
-    assert "workspace/memory.md" in res.stdout  # the memory file changed with the knob
+    _run_sat3("aevolve.yaml", out, "budget.max_generations=4")
+    changed = [
+        {c["path"] for c in e["data"]["changes"]}
+        for e in events(out)
+        if e["type"] == "candidate_mutated" and e["data"]["changes"]
+    ]
+    assert len(changed) == 4 and {"solver.yaml", "workspace/memory.md"} in changed
     reasons = [p["reason"] for p in proposals(out)]
+    # the rollback rule itself is tested on synthetic views (test_model_methods.py)
     forms = ("newest state is the best", "continue from", "rollback to")
     assert all(r.startswith(forms) for r in reasons), reasons
     assert cli("verify", out).exit_code == 0
@@ -218,12 +229,10 @@ def test_aevolve_evolves_the_workspace_and_rolls_back(stub: StubLLM, tmp_path: P
             "branching: first ",
             "branching: moms ",
             "MOMS, and a rule for next time.",
-            "\nmeta/instructions.md\n```\n<<<<<<< SEARCH\nKeep what the lessons say worked.\n"
-            "=======\nKeep what the lessons say worked. Try polarity next.\n>>>>>>> REPLACE\n```",
+            f"\nmeta/instructions.md\n```\n<<<<<<< SEARCH\n{RULE}\n=======\n"
+            f"{RULE} Try polarity next.\n>>>>>>> REPLACE\n```",
         ),
-        sat3_edit("polarity: negative ", "polarity: positive ", "Positive polarity."),
-        sat3_edit("polarity: negative ", "polarity: occurrence ", "Occurrence polarity."),
-        sat3_edit("pure_literals: false", "pure_literals: true", "Pure literals."),
+        *INDEPENDENT,
     ]
 )
 def test_hyperagents_llm_evolves_its_own_instructions(stub: StubLLM, tmp_path: Path) -> None:
@@ -233,7 +242,12 @@ def test_hyperagents_llm_evolves_its_own_instructions(stub: StubLLM, tmp_path: P
     )
     children = [c for c in status["candidates"] if c["parent"]]
     assert len(children) == 4
-    prompts = [r["messages"][-1]["content"] for r in stub.requests]
+    mutated = [e["data"] for e in events(out) if e["type"] == "candidate_mutated"]
+    assert len(mutated) == 5  # the seed and every child: each edit applied
+    assert any(
+        {"path": "meta/instructions.md", "kind": "modified"} in m["changes"] for m in mutated
+    )
+    prompts = [r["messages"][0]["content"] for r in stub.requests]
     assert all("Your own instructions, from meta/instructions.md" in p for p in prompts)
     # a child made from the first child's tree was shown its rewritten instructions
     first = proposals(out)[0]["id"]
