@@ -26,6 +26,22 @@ pytestmark = pytest.mark.e2e
 
 EDIT_TEMPLATE = "fix {{ single_file or 'agent.py' }}\n"
 LESSONS_TEMPLATE = "lessons for generation {{ generation }}\n"
+RECIPE = """\
+extends: {base}
+name: llm-hill-climb-tiny
+models:
+  proposer: {{model: tiny}}
+tasks:
+  split: {{ratios: null, train: [pyfix-001, pyfix-002], gate: [pyfix-003],
+          sealed: [pyfix-004]}}
+evaluator:
+  config: {{agent_timeout_s: 60}}
+slots:
+  mutate: {{config: {{max_tokens: 24, retries: 1, template: {edit}}}}}
+  reflect: {{config: {{max_tokens: 24, template: {lessons}}}}}
+budget: {{max_generations: 1}}
+children_per_generation: 2
+"""
 
 
 def test_llm_hill_climb_runs_against_the_projects_own_served_tiny_model(tmp_path: Path) -> None:
@@ -48,25 +64,15 @@ def test_llm_hill_climb_runs_against_the_projects_own_served_tiny_model(tmp_path
     (tmp_path / "edit.j2").write_text(EDIT_TEMPLATE)
     (tmp_path / "lessons.j2").write_text(LESSONS_TEMPLATE)
     out = tmp_path / "run"
-    sets = [
-        "models.proposer.model=tiny",
-        "tasks.split={train: [pyfix-001, pyfix-002], gate: [pyfix-003], sealed: [pyfix-004]}",
-        "budget.max_generations=1",
-        "children_per_generation=2",
-        "evaluator.config.agent_timeout_s=60",
-        f"slots.mutate.config={{model: proposer, max_tokens: 24, retries: 1, "
-        f"template: {tmp_path / 'edit.j2'}}}",
-        f"slots.reflect.config={{model: proposer, max_tokens: 24, "
-        f"template: {tmp_path / 'lessons.j2'}}}",
-    ]
-    run = [
-        sys.executable,
-        "-m",
-        "rsiframe.cli",
-        "run",
-        str(REPO / "recipes" / "llm-hill-climb.yaml"),
-    ]
-    run += ["--out", str(out), "--quiet", *[a for s in sets for a in ("--set", s)]]
+    recipe = tmp_path / "tiny.yaml"  # the shipped recipe, made small and pointed at "tiny"
+    recipe.write_text(
+        RECIPE.format(
+            base=REPO / "recipes" / "llm-hill-climb.yaml",
+            edit=tmp_path / "edit.j2",
+            lessons=tmp_path / "lessons.j2",
+        )
+    )
+    run = [sys.executable, "-m", "rsiframe.cli", "run", str(recipe), "--out", str(out), "--quiet"]
     # serving.py's forwarder on this host: 127.0.0.1 -> the server's socket
     bridge = 'LLM_BASE_URL="$OPENAI_BASE_URL" exec "$@"'
     argv = [sys.executable, str(SCRIPT), "forward", "--socket", str(ep.folder / "api.sock")]
