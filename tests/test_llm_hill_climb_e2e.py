@@ -53,13 +53,16 @@ def test_llm_hill_climb_runs_against_the_projects_own_served_tiny_model(tmp_path
     train = seed / "trainer" / "train.py"
     text = train.read_text()
     assert "n_positions=24" in text and "max_length=24" in text
-    train.write_text(text.replace("n_positions=24", "n_positions=512"))
+    train.write_text(text.replace("n_positions=24", "n_positions=2048"))  # the agent's prompt
     (tmp_path / "work").mkdir()
     builder = Builder(
         BuildConfig.model_validate(BUILD), make_sandbox("auto"), tmp_path / "work", tmp_path / "c"
     )
     built = builder.build(seed, lambda data: "")
-    server = ModelServer(make_sandbox("auto"), built.model.dir.parents[1], threads=1)
+    # the seed agent asks for up to 1024 answer tokens (its config.yaml)
+    server = ModelServer(
+        make_sandbox("auto"), built.model.dir.parents[1], threads=1, max_tokens=1024
+    )
     ep = server.open("tiny-ep", built.model.dir, "tiny", None)
     (tmp_path / "edit.j2").write_text(EDIT_TEMPLATE)
     (tmp_path / "lessons.j2").write_text(LESSONS_TEMPLATE)
