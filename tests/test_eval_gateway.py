@@ -235,3 +235,52 @@ def test_the_terminal_seed_agent_solves_a_task_on_harbor_through_the_gateway(
     # the command's output (its environment) went back to the model: a token, no key
     seen = stub.requests[1]["messages"][-1]["content"]
     assert "OPENAI_API_KEY=rsi-" in seen and SECRET not in seen
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not HAVE_BWRAP, reason="platform limit: bubblewrap missing")
+def test_harbor_hill_climb_evolves_the_agents_prompt_against_the_stub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import REPO, cli, events, status_json
+
+    done = {"analysis": "", "plan": "", "commands": [], "task_complete": True}
+    edit = (
+        "Ask for smaller steps.\nprompt.md\n```\n<<<<<<< SEARCH\nWork in small steps: "
+        "inspect the files the\n=======\nWork in very small steps: inspect the files the\n"
+        ">>>>>>> REPLACE\n```"
+    )
+    stub = StubLLM(
+        Script(
+            answers=[Answer(content=edit, when="SEARCH/REPLACE")],
+            default=Answer(content=json.dumps(done)),  # the agent gives up at once
+        )
+    )
+    srv = ServerThread(stub.app).start()
+    monkeypatch.setenv("LLM_BASE_URL", srv.url)
+    monkeypatch.setenv("LLM_API_KEY", "stub-key")
+    out = tmp_path / "run"
+    sets = ["budget.max_generations=1", "children_per_generation=1"]
+    try:
+        res = cli(
+            "run",
+            REPO / "recipes" / "harbor-hill-climb.yaml",
+            "--out",
+            out,
+            "--quiet",
+            *[a for s in sets for a in ("--set", s)],
+        )
+    finally:
+        srv.stop()
+    assert res.exit_code == 0, res.stderr
+    status = status_json(out)
+    assert status["state"] == "finished"
+    (child,) = [c for c in status["candidates"] if c["parent"]]
+    assert child["description"] == "Ask for smaller steps."
+    mutated = [e["data"] for e in events(out) if e["type"] == "candidate_mutated"]
+    assert {"path": "prompt.md", "kind": "modified"} in mutated[-1]["changes"]
+    # the agent's calls at evaluation went through the gateway, metered to each candidate
+    by_slot = status["models_by_slot"]
+    assert by_slot["evaluate"]["model_calls"] > 0 and by_slot["mutate"]["model_calls"] == 1
+    calls = [e["data"] for e in events(out) if e["type"] == "model_call"]
+    assert {c["candidate"] for c in calls if c["slot"] == "evaluate"} >= {child["id"]}
