@@ -103,7 +103,9 @@ class Engine:
                 op.sources = lambda cid: self.transaction.export(self.state.candidates[cid])
         self._retried: set[tuple[str, str]] = set()
         k = self.recipe.concurrency.candidates
-        self.inflight = Inflight(k, self.tasks.executor.cancel_all)
+        self.archive.group_commit = True  # perf: one fsync per sync point, not per event
+        self.inflight = Inflight(k, self.tasks.executor.cancel_all, self.archive.sync)
+        self.calls.before_call = self.inflight.synced
         self.evaluator.parallel = self.tasks.share = k
         has_reflect = self.calls.op("reflect") is not None
         self.sched = Scheduler(self.recipe, self.state, self.budget, self.inflight, has_reflect)
@@ -168,7 +170,10 @@ class Engine:
         return self._append(event)
 
     def _append(self, event: E.EventData) -> Event:
-        return self.archive.append(event.type, E.payload(event))
+        ev = self.archive.append(event.type, E.payload(event))
+        if isinstance(event, E.RunFinished | E.RunInterrupted):
+            self.archive.sync()  # a session's end is durable before anyone is told
+        return ev
 
     def _on_event(self, ev: Event) -> None:
         with self.view.lock:  # operators' reads copy under it; never held during their work
@@ -224,7 +229,7 @@ class Engine:
         if (dead := health.dead_seed(seed)) is not None:  # a broken setup, not a low score
             return self._finish("failed", dead)
         busy = self.inflight.jobs
-        for c in st.candidates.values():
+        for c in st.pending():  # the active index, not every candidate (perf, #11)
             if c.id in busy:
                 continue
             s = c.state
@@ -271,17 +276,10 @@ class Engine:
 
     def _tidy(self) -> bool:
         """Close what an earlier process left open; True if it appended anything."""
-        for c in self.state.candidates.values():
-            if c.id in self.inflight.jobs:
-                continue
-            if c.state == "proposed" and not c.is_seed:
-                self.emit(E.CandidateAbandoned(id=c.id, reason="the mutation did not finish"))
-                return True
-            a = c.open_attempt()
-            if a is not None:
-                self.emit(E.EvaluationInterrupted(id=c.id, split=a.split, attempt=a.attempt))
-                return True
-        return False
+        stale = self.sched.stale()
+        if stale is not None:
+            self.emit(stale)
+        return stale is not None
 
     def _finish(self, state: str, reason: str) -> str:
         champ = self.state.champion()
@@ -361,7 +359,8 @@ class Engine:
                 self.timings.add(self.timings.total, c.id, time.perf_counter() - t0)
             return lambda: self._take_back(result)
 
-        if wait:
+        if wait:  # the sealed evaluation runs here, on the writer
+            self.inflight.synced()
             work()()
         else:
             self.inflight.start(c.id, f"evaluate {split}", work)

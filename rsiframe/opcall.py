@@ -80,6 +80,8 @@ class OperatorCalls:
         self.progress = Progress()
         #: (candidate, slot) -> the generation whose start state the call sees (None: live)
         self.horizon: Callable[[str, str], int | None] = lambda cid, slot: None
+        #: runs before every call (the engine: the writer's events are made durable first)
+        self.before_call: Callable[[], None] = lambda: None
 
     def op(self, slot: str) -> Any:
         """The operator filling ``slot`` (None for an empty optional slot)."""
@@ -93,6 +95,7 @@ class OperatorCalls:
         """Run one operator call, timed; its exceptions and bad results become OperatorFailed."""
         expect = SLOT_TABLE[slot].result
         faults.reached("stage:" + slot)
+        self.before_call()
         self.progress.stage(cid, slot)
         start = time.perf_counter()
         try:
