@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rsiframe import events as E
-from rsiframe import health, opidentity
+from rsiframe import health, opidentity, reaper
 from rsiframe.archive import Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
@@ -153,6 +153,7 @@ class Engine:
         self.evaluator.close()
         self.archive.close()
         self.repo.close()
+        reaper.settle(30.0)
         shutil.rmtree(self.paths.work, ignore_errors=True)
         self.lock.release()
 
@@ -316,7 +317,7 @@ class Engine:
                 with self.repo.holding(parent.id):
                     outcome = self.transaction.run(cid, parent, generation, workdir)
             finally:
-                shutil.rmtree(workdir, ignore_errors=True)
+                reaper.discard(workdir)  # deleted in the background (perf)
                 self.timings.add(self.timings.total, cid, time.perf_counter() - t0)
             return lambda: self._take_back(outcome)
 

@@ -109,3 +109,19 @@ def test_events_are_durable_before_anything_acts_on_them(
     assert not problems, problems
     n_events = len(_ends(events))
     assert len(durable) - 1 < 0.75 * n_events, (len(durable) - 1, n_events)
+
+
+def test_discarded_folders_free_their_name_at_once_and_are_deleted_in_the_background(
+    tmp_path: Path,
+) -> None:
+    from rsiframe import reaper
+
+    trial = tmp_path / "trial"
+    (trial / "app" / "deep").mkdir(parents=True)
+    (trial / "app" / "deep" / "f.txt").write_text("x")
+    reaper.discard(trial)
+    assert not trial.exists()  # the name is free as soon as discard returns
+    trial.mkdir()  # and can be used again while the old one is being deleted
+    reaper.discard(tmp_path / "never-there")  # a missing folder is fine
+    assert reaper.settle(30)
+    assert [p.name for p in tmp_path.iterdir()] == ["trial"]
