@@ -176,7 +176,7 @@ class Archive:
         self.listeners: list[Callable[[Event], None]] = []
         #: fsync in :meth:`sync` only (the caller's sync points), not at every append
         self.group_commit = False
-        self._unsynced = 0
+        self._unsynced, self._since = 0, 0.0
 
     @property
     def head(self) -> str:
@@ -201,9 +201,10 @@ class Archive:
             os.fsync(f.fileno())
         return f"archive: dropped a torn last event ({len(torn)} bytes, kept in {aside.name})"
 
-    def sync(self) -> None:
-        """Make every event appended so far durable (one fsync for all of them)."""
-        if self._unsynced:
+    def sync(self, max_age: float = 0.0) -> None:
+        """Make every event appended so far durable (one fsync for all of them); with
+        ``max_age``, only once the oldest of them has waited that many seconds."""
+        if self._unsynced and time.monotonic() - self._since >= max_age:
             os.fsync(self._file.fileno())
             self._unsynced = 0
 
@@ -261,6 +262,8 @@ class Archive:
             faults.die()
         self._file.write(line + b"\n")
         self._file.flush()  # in the OS now: a killed process cannot lose it
+        if not self._unsynced:
+            self._since = time.monotonic()
         self._unsynced += 1
         if not self.group_commit:
             self.sync()
