@@ -277,8 +277,7 @@ class Engine:
             return WAIT
         return None
 
-    def _tidy(self) -> bool:
-        """Close what an earlier process left open; True if it appended anything."""
+    def _tidy(self) -> bool:  # closes what an earlier process left open
         stale = self.sched.stale()
         if stale is not None:
             self.emit(stale)
@@ -326,8 +325,7 @@ class Engine:
         self.inflight.start(cid, "mutate", work)
 
     def _take_back(self, outcome: E.EventData | FinishedEvaluation | list[E.EventData]) -> None:
-        """Record what a worker returns; after Ctrl-C only successes are kept (a failure
-        then is the interrupt's doing: the attempt re-runs, the mutation is abandoned)."""
+        """Record what a worker returns (after Ctrl-C only successes: ``Scheduler.keeps``)."""
         if not self.sched.keeps(outcome):
             return
         if isinstance(outcome, FinishedEvaluation):  # the key holder signs, here
