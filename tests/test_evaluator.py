@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rsiframe import reaper
 from rsiframe import sandbox as sandbox_mod
 from rsiframe.digest import sha256_bytes
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
@@ -306,6 +307,7 @@ def test_concurrent_tasks_all_come_back(tmp_path: Path, mode: str) -> None:
     assert sorted(r.task_id for r in done) == sorted(out.runs)
     assert out.task_seconds == pytest.approx(sum(r.seconds for r in out.runs.values()))
     # trial folders are cleaned up
+    assert reaper.settle(30)  # finished trials' folders are deleted in the background
     assert list((tmp_path / "work").iterdir()) == []
 
 
