@@ -134,7 +134,7 @@ Put = Callable[[bytes], str]
 def _code_digest() -> str:
     from rsiframe import build, contamination, sandbox, serving
 
-    modules = (sandbox, build, contamination, serving)
+    modules = (sandbox, build, contamination, serving, taskimage)
     sources = [Path(__file__).read_bytes(), *(Path(m.__file__).read_bytes() for m in modules)]
     return sha256_bytes(b"\0".join(sources))
 
