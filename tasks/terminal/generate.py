@@ -4,8 +4,9 @@
 ``python3 tasks/terminal/generate.py`` rewrites every task folder from the table below.
 Each task has ``task.toml``, ``instruction.md``, ``environment/`` (a Dockerfile that only
 copies the inputs into ``/app`` and, for some, adds Debian packages; plus the inputs),
-``solution/solve.sh`` (the oracle: it scores 1.0) and ``tests/test.sh``. No task needs the network. Paths also work through
-rsiframe's ``RSI_*`` variables, so the ``local`` engine's process fallback runs them too.
+``solution/solve.sh`` (the oracle: it scores 1.0) and ``tests/test.sh``. No task needs the
+network. Paths also work through rsiframe's ``RSI_*`` variables, so the ``local`` engine's
+process fallback runs them too.
 """
 
 from __future__ import annotations
