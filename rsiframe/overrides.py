@@ -46,7 +46,8 @@ DELETE = _Delete()
 
 
 def absolutize(data: dict[str, Any], base: Path) -> None:
-    """Make the recipe's path keys and file operators absolute against ``base``."""
+    """Make the recipe's path keys, file operators and prompt templates absolute against
+    ``base``."""
     for keys in PATH_KEYS:
         node: Any = data
         for k in keys[:-1]:
@@ -61,6 +62,10 @@ def absolutize(data: dict[str, Any], base: Path) -> None:
                 target, _, attr = op.rpartition(":")
                 if target.endswith(".py") or "/" in target:
                     spec["operator"] = f"{(base / target).resolve()}:{attr}"
+            config = spec.get("config") if isinstance(spec, dict) else None
+            if isinstance(config, dict) and isinstance(config.get("template"), str):
+                # a model operator's prompt template (a file beside the recipe)
+                config["template"] = str((base / config["template"]).resolve())
 
 
 def merge(base: dict[str, Any], over: dict[str, Any], path: tuple[str, ...] = ()) -> dict[str, Any]:

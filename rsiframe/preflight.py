@@ -43,14 +43,18 @@ def plan(
     sets: list[str] | None = None,
     ray_address: str | None = None,
     unsets: list[str] | None = None,
+    *,
+    replay: bool = False,
 ) -> Plan:
+    """Every check before a run folder exists; ``replay``: the models need no endpoint (a
+    replay's gateway answers only from the source run's archive)."""
     resolved = recipe_mod.load(recipe_path, sets, unsets=unsets)
     r = resolved.recipe
     executor, key = session_spec(r.evaluator.executor, ray_address)
     check_executor(executor, key, r.evaluator.engine)
     where = str(resolved.source)
     configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
-    models = check_models(r.models, configs, where=where)  # no call is made
+    models = check_models(r.models, configs, where=where, need_env=not replay)  # no call
     taskset = TaskSet.load(r.tasks.path)
     try:
         split = make_split(
