@@ -35,6 +35,7 @@ BELOW_READ_SIDE = {
     "rsiframe.events",
     "rsiframe.faults",
     "rsiframe.keys",
+    "rsiframe.reaper",  # candidates prunes exports with it (a folder removal, not run state)
     "rsiframe.safefile",
     "rsiframe.surface",
 }
