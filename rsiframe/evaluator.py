@@ -61,7 +61,11 @@ class TaskLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    memory_mb: int = Field(4096, gt=0, description="address space of each process (MiB)")
+    memory_mb: int = Field(
+        4096,
+        gt=0,
+        description="memory of all its processes (MiB; memory cgroup, else RLIMIT_AS per process)",
+    )
     pids: int = Field(512, gt=0, description="processes at once (pids cgroup, else RLIMIT_NPROC)")
     tmp_mb: int = Field(512, gt=0, description="size of the private /tmp (bubblewrap)")
     app_mb: int = Field(1024, gt=0, description="what /app and /logs/agent may hold")
@@ -530,6 +534,8 @@ def _phase(res: ProcResult) -> dict[str, Any]:
         "truncated": res.truncated,
         "stdout_tail": res.stdout[-TAIL:].decode(errors="replace"),
         "stderr_tail": res.stderr[-TAIL:].decode(errors="replace"),
+        # a limit no cgroup could hold is said, never dropped silently
+        **({"limits_fallback": res.fallbacks} if res.fallbacks else {}),
     }
 
 
