@@ -192,6 +192,7 @@ class LocalEngine:
                 max_request_tokens=b.serve.max_request_tokens,
                 memory_mb=b.serve.memory_mb,
                 start_timeout_s=b.serve.start_timeout_s,
+                cancel=not faults.off("serve_cancel"),  # off: the self-test's proof only
             )
 
     def protect(self, tasks: dict[str, list[Task]]) -> None:

@@ -493,6 +493,9 @@ class Limits:
 
     max_tokens: int = 512
     request_tokens: int = 32768
+    #: stop a request whose client left or whose evaluation ended (off only for the
+    #: integrity self-test's proof, ``--no-cancel``: the behaviour before the fix)
+    cancel: bool = True
 
 
 @dataclass
@@ -788,6 +791,8 @@ def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
                 return True
 
         def _cancelled(self) -> bool:
+            if not api.limits.cancel:
+                return False
             return api.ep.closed.is_set() or self._client_gone()
 
         def _serve(self, method: str) -> None:
@@ -861,7 +866,7 @@ class Server:
             ep.closed.set()
             httpd.shutdown()
             httpd.server_close()
-            ep.close(timeout=60)
+            ep.close(timeout=60 if self.limits.cancel else 0)  # nothing to wait for unstopped
             del self.endpoints[name]
             return {"ok": True, "usage": ep.usage()}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -976,8 +981,11 @@ class ModelServer:
         max_request_tokens: int = 32768,
         memory_mb: int | None = None,
         start_timeout_s: float = 300.0,
+        cancel: bool = True,
     ) -> None:
         self.sandbox = sandbox
+        #: False only for the self-test's proof (``faults.off("serve_cancel")``)
+        self.cancel = cancel
         self.models_root = models_root
         self.backend = backend
         self.threads = threads
@@ -1044,6 +1052,7 @@ class ModelServer:
             str(self.max_tokens),
             "--max-request-tokens",
             str(self.max_request_tokens),
+            *([] if self.cancel else ["--no-cancel"]),
         ]
         # CUDA maps far more address space than it uses: the limit binds the CPU backend only
         memory = self.memory_mb if self.backend == "transformers" else None
@@ -1180,6 +1189,7 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument(
         "--max-request-tokens", type=int, default=32768, help="cap on prompts * n * max_tokens"
     )
+    srv.add_argument("--no-cancel", action="store_true", help=argparse.SUPPRESS)
     fwd = sub.add_parser("forward", help="in-sandbox forwarder: run a command against a socket")
     fwd.add_argument("--socket", required=True)
     fwd.add_argument("command", nargs=argparse.REMAINDER)
@@ -1192,7 +1202,8 @@ def main(argv: list[str] | None = None) -> int:
         kind = "vllm" if vllm_usable() else "transformers"
     backend = (VllmBackend if kind == "vllm" else TransformersBackend)(args.max_batch)
     print(json.dumps({"ok": True, "ready": True, "backend": kind}), flush=True)
-    Server(backend, Limits(args.max_tokens, args.max_request_tokens)).loop(sys.stdin, sys.stdout)
+    limits = Limits(args.max_tokens, args.max_request_tokens, cancel=not args.no_cancel)
+    Server(backend, limits).loop(sys.stdin, sys.stdout)
     return 0
 
 
