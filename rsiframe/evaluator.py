@@ -127,9 +127,9 @@ Put = Callable[[bytes], str]
 
 
 def _code_digest() -> str:
-    from rsiframe import build, contamination, sandbox, serving
+    from rsiframe import build, cgroups, contamination, sandbox, serving
 
-    modules = (sandbox, build, contamination, serving)
+    modules = (sandbox, cgroups, build, contamination, serving)
     sources = [Path(__file__).read_bytes(), *(Path(m.__file__).read_bytes() for m in modules)]
     return sha256_bytes(b"\0".join(sources))
 
