@@ -48,6 +48,10 @@ class BudgetGuard:
         b = self.budget
         return None if b.max_model_tokens is None else max(0, b.max_model_tokens - st.tokens)
 
+    def exhausted(self, st: RunState) -> str | None:
+        """Why the run's wall time, model tokens or cost are spent (None: they are not)."""
+        return self._common(st)
+
     def _common(self, st: RunState) -> str | None:
         b = self.budget
         if b.max_wall_seconds is not None and st.wall_seconds(time.time()) >= b.max_wall_seconds:

@@ -222,7 +222,9 @@ class Engine:
             self.emit(E.CandidateMutated(id="c0000", **seed_commit))  # made with the run folder
             return None
         if (dead := health.dead_seed(seed)) is not None:  # a broken setup, not a low score
-            return self._finish("failed", dead)
+            # unless the allowance refused the seed's model calls: then the budget is spent
+            spent = self.budget.exhausted(st)
+            return self._finish(*(("budget_exhausted", spent) if spent else ("failed", dead)))
         busy = self.inflight.jobs
         for c in st.candidates.values():
             if c.id in busy:
