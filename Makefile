@@ -38,7 +38,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first, pinned to the CPU wheel, so the train extra's range never pulls a CUDA build
 	$(BIN)/pip install --quiet --disable-pip-version-check 'torch==2.13.0'
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train,llm,cluster,docker]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train,llm,agents,cluster,docker]'
 	touch $@
 
 # bubblewrap gives evaluations a real sandbox; without it rsiframe falls back to plain

@@ -14,14 +14,23 @@ mounted and exposed at ``$OPENAI_BASE_URL`` by ``serving.py forward`` (the key i
   filled in (shell-quoted).
 
 The instruction is rendered from ``prompts/agent_cli.md.j2`` with the same context as
-``llm_edit``. A profile whose CLI is not on PATH fails ``recipe check`` with one line.
+``llm_edit``. A profile whose CLI is not on PATH fails ``recipe check`` with one line
+(``mini`` comes with the ``agents`` extra: ``pip install 'rsiframe[agents]'``).
+
+The transcript is kept: a writable folder outside the work tree is mounted at
+``$RSI_TRANSCRIPT`` (mini-swe-agent writes its trajectory there); its files, and the
+agent's output, go into the mutation's details, stored as the child's evidence.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import sys
+import tempfile
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -33,6 +42,8 @@ from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mut
 from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
 from rsiframe.shell import failure, tail
 
+#: where the transcript folder is seen inside the sandbox
+TRANSCRIPT_INSIDE = "/rsi/transcript"
 PLACEHOLDER = re.compile(r"\{(instruction|workdir|model)\}")
 Profile = Literal["mini-swe-agent", "codex", "claude", "opencode", "command"]
 
@@ -40,8 +51,9 @@ Profile = Literal["mini-swe-agent", "codex", "claude", "opencode", "command"]
 PROFILES: dict[str, tuple[str, str]] = {
     "mini-swe-agent": (
         "mini",
-        "MSWEA_CONFIGURED=true OPENAI_API_BASE=$OPENAI_BASE_URL "
-        "mini --yolo --exit-immediately --cost-limit 0 -o /tmp/mini.traj.json "
+        "MSWEA_CONFIGURED=true MSWEA_COST_TRACKING=ignore_errors "
+        "LITELLM_LOCAL_MODEL_COST_MAP=True OPENAI_API_BASE=$OPENAI_BASE_URL "
+        'mini --yolo --exit-immediately --cost-limit 0 -o "$RSI_TRANSCRIPT/mini.traj.json" '
         "--model openai/{model} --task {instruction}",
     ),
     "codex": (
@@ -69,6 +81,9 @@ class AgentCliConfig(SandboxOptions, ModelOperatorConfig, ContextLimits):
         None, description="profile command: the command line ({instruction}, {workdir}, {model})"
     )
     timeout_s: float = Field(900.0, gt=0, description="wall-clock limit for the agent")
+    transcript_max_bytes: int = Field(
+        256 << 10, ge=0, description="transcript kept per file in the mutation's evidence"
+    )
 
     @model_validator(mode="after")
     def _runnable(self) -> AgentCliConfig:
@@ -79,12 +94,18 @@ class AgentCliConfig(SandboxOptions, ModelOperatorConfig, ContextLimits):
         if self.command:
             raise ValueError(f"profile {self.profile} takes no command (use profile: command)")
         exe = PROFILES[self.profile][0]
-        if shutil.which(exe) is None:
+        if find_cli(exe) is None:
             raise ValueError(
                 f"profile {self.profile}: the {exe!r} command is not on PATH "
                 f"(install it: {INSTALL_HINT[exe]}, or use profile: command)"
             )
         return self
+
+
+def find_cli(exe: str) -> str | None:
+    """``exe`` on PATH, or beside this Python (an extra's script; the sandbox's PATH has
+    this environment's bin folder too)."""
+    return shutil.which(exe) or shutil.which(exe, path=os.path.join(sys.prefix, "bin"))
 
 
 def render_command(cfg: AgentCliConfig, instruction: str, workdir: str) -> str:
@@ -108,17 +129,28 @@ class AgentCli(MutateOperator):
     config: AgentCliConfig
 
     def mutate(self, ctx: MutateContext) -> Mutation:
+        with tempfile.TemporaryDirectory(prefix="rsi-transcript-") as logs:
+            return self._mutate(ctx, Path(logs))
+
+    def _mutate(self, ctx: MutateContext, logs: Path) -> Mutation:
         cfg = self.config
         instruction = cfg.render("agent_cli.md.j2", **mutation_context(ctx, cfg))
         sb = make_sandbox(cfg.sandbox)
         work = Mount(ctx.workdir, WORK_INSIDE, writable=True)
+        transcript = Mount(logs, TRANSCRIPT_INSIDE, writable=True)
         command = render_command(cfg, instruction, sb.view(work))
         endpoint = llm.sandbox_endpoints()(f"agent_cli:{ctx.candidate_id}", model=cfg.model)
         argv, mounts, model_env = endpoint.harness(sb, ["sh", "-c", command])
-        env = {**cfg.host_env(), **model_env, "RSI_WORKDIR": sb.view(work), "HOME": "/tmp"}
+        env = {
+            **cfg.host_env(),
+            **model_env,
+            "RSI_WORKDIR": sb.view(work),
+            "RSI_TRANSCRIPT": sb.view(transcript),
+            "HOME": "/tmp",
+        }
         res = sb.run(
             argv,
-            mounts=[work, *mounts],
+            mounts=[work, transcript, *mounts],
             cwd=work,
             env=env,
             timeout=cfg.timeout_s,
@@ -133,6 +165,21 @@ class AgentCli(MutateOperator):
             raise AgentFailed(f"agent_cli {cfg.profile} {why} [{use.isolation}]: {tail(res, 500)}")
         return Mutation(
             description=f"agent_cli {cfg.profile} ({cfg.model})",
-            details={"profile": cfg.profile, "transcript_tail": tail(res), "model": cfg.model},
+            details={
+                "profile": cfg.profile,
+                "model": cfg.model,
+                "transcript_tail": tail(res),
+                "transcript": _transcript(logs, cfg.transcript_max_bytes),
+            },
             sandbox=use,
         )
+
+
+def _transcript(folder: Path, cap: int) -> dict[str, str]:
+    """The agent's transcript files (regular files only, each cut at ``cap`` bytes)."""
+    out: dict[str, str] = {}
+    for f in sorted(folder.rglob("*")):
+        if f.is_file() and not f.is_symlink():
+            with f.open("rb") as fh:
+                out[f.relative_to(folder).as_posix()] = fh.read(cap).decode(errors="replace")
+    return out

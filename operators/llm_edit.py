@@ -3,7 +3,9 @@
 The prompt (template ``prompts/llm_edit.md.j2``, overridable) shows the surface files
 (size-capped, the ones the failures and analysis name first), the parent's train result,
 its failing trajectories, the analysis (with an ``llm_evidence`` change manifest when
-there is one), the lessons and the recipe's notes. The answer is parsed and applied
+there is one), the lessons and the recipe's notes, and with ``instructions_file`` the mutator's own
+instructions carried in the candidate (HyperAgents: on the surface, the model may rewrite
+them, so the way children are made evolves with the candidate). The answer is parsed and applied
 strictly (:mod:`rsiframe.operators.edits`); a block that does not parse or match is fed
 back to the model, up to ``retries`` more times, and then the child is rejected with the
 reason. An edit outside the surface is applied and left for the guardrail to reject.
@@ -25,6 +27,11 @@ class LlmEditConfig(ModelOperatorConfig, ContextLimits):
     whole_file_max_bytes: int = Field(
         4000, ge=0, description="files up to this size may be answered whole"
     )
+    instructions_file: str | None = Field(
+        None,
+        description="a file of the parent's tree holding the mutator's own instructions, "
+        "shown in the prompt; on the surface, the model may rewrite it (HyperAgents)",
+    )
 
 
 class EditRejected(RuntimeError):
@@ -43,10 +50,21 @@ class LlmEdit(MutateOperator):
         p = ctx.workdir / path
         return p.is_file() and p.stat().st_size > self.config.whole_file_max_bytes
 
+    def _instructions(self, ctx: MutateContext) -> dict[str, str] | None:
+        """The candidate-carried instructions (``instructions_file``), as the parent has them."""
+        name = self.config.instructions_file
+        if name is None:
+            return None
+        p = ctx.workdir / name
+        if p.is_symlink() or not p.is_file():
+            raise EditRejected(f"instructions_file {name}: not a regular file in the parent")
+        text = p.read_bytes()[: self.config.max_file_bytes].decode(errors="replace")
+        return {"path": name, "text": text, "editable": str(ctx.may_change(name)).lower()}
+
     def mutate(self, ctx: MutateContext) -> Mutation:
         cfg = self.config
         context = mutation_context(ctx, cfg)
-        prompt = cfg.render("llm_edit.md.j2", **context)
+        prompt = cfg.render("llm_edit.md.j2", instructions=self._instructions(ctx), **context)
         messages = [{"role": "user", "content": prompt}]
         client = llm.current()
         attempts: list[dict] = []

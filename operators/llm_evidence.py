@@ -2,8 +2,10 @@
 into a change manifest: suspected causes, proposed edits with the task ids each should
 fix, and the tasks at risk. The manifest goes to mutate in ``Analysis.details``.
 
-Checking the manifest's predictions against the next certified train results (and
-reverting a change whose predicted fixes did not hold) needs the engine and is not here.
+The next generation checks the manifest's predictions against the child's certified
+train results (:mod:`rsiframe.operators.ahe`: select ``ahe`` reverts a change whose
+predicted fixes did not hold, reflect ``ahe_lessons`` says why); the engine records the
+analysis with the child (``analysis_done``), so ``CandidateView.analysis`` finds it.
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ class ModelOperatorConfig(BaseModel):
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(4096, ge=1, description="answer tokens asked per call")
     notes: str = Field("", description="text the recipe adds to every prompt")
+    max_tokens_per_mutation: int | None = Field(
+        None, ge=1, description="tokens one operation may spend in all (the gateway enforces it)"
+    )
 
     @field_validator("template")
     @classmethod

@@ -183,6 +183,8 @@ class CandidateView:
     placement: dict[str, Any] = field(default_factory=dict)
     #: every parent, ``parent`` first: two for a merge, none for the seed
     parents: tuple[str, ...] = ()
+    #: the digest of the analysis its mutation was made from (``run.artifact`` reads it)
+    analysis: str | None = None
 
 
 class RunView(Protocol):

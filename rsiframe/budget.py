@@ -67,6 +67,8 @@ class BudgetGuard:
             )
         if b.max_cost is not None and st.cost >= b.max_cost:
             return f"cost reached {b.max_cost:g}"
+        if st.model_refused is not None:  # the gateway's own count: fail closed
+            return f"the model gateway refused a call: {st.model_refused}"
         return None
 
     def refuse_generation(self, st: RunState) -> str | None:
@@ -118,8 +120,9 @@ def pending_evaluations(st: RunState) -> int:
 
 def in_flight_usage(st: RunState) -> tuple[float, float]:
     """Tokens and cost a new child and the children being mutated may still spend: per
-    child, the most any child that got past its mutation spent (an estimate: operators
-    get no hard limit). While one is in flight and none got that far: all of it (inf)."""
+    child, the most any child that got past its mutation spent, by the gateway's count (an
+    estimate; the gateway's reservations are the hard limit). While one is in flight and
+    none got that far: all of it (inf)."""
     flying, done = 0, []
     for c in st.candidates.values():
         if c.is_seed:

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rsiframe import __version__
+from rsiframe import __version__, doctor, replay
 from rsiframe.errors import EXIT_BAD_INPUT, EXIT_FAILED, RsiError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -875,6 +875,10 @@ def stub_llm(script: Path, host: str, port: int) -> None:
     stub = StubLLM(Script.load(script))
     click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")
     uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
+
+
+main.add_command(doctor.command(friendly, _print_json))
+main.add_command(replay.command(friendly, _print_json))
 
 
 def _slots(info: Any) -> list[tuple[str, Any]]:

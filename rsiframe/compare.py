@@ -161,8 +161,10 @@ def _curve(loaded: Any) -> list[CurvePoint]:
     for ev in loaded.events:
         if ev.type == "evaluation_started":
             evaluations += 1
-        elif ev.type == "usage":
+        elif ev.type == "usage" and ev.data.get("slot") == "evaluate":
             cost += float(ev.data.get("cost", 0.0))
+        elif ev.type == "model_call":  # the gateway's count (operators' self-reports: none)
+            cost += float(ev.data.get("cost_usd", 0.0))
         elif ev.type == "candidate_gated" and ev.data.get("admit"):
             c = st.candidates.get(ev.data.get("id"))
             score = c.score("gate") if c is not None and c.state == "admitted" else None

@@ -26,9 +26,9 @@ from rsiframe import health, opidentity
 from rsiframe.archive import Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
-from rsiframe.errors import RsiError
 from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.inflight import Closure, Inflight
+from rsiframe.modelrun import RunModels, budget_refusal
 from rsiframe.opcall import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
@@ -38,7 +38,7 @@ from rsiframe.snapshot import save_snapshot
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
 from rsiframe.tasks import SPLITS, tasks_by_split
-from rsiframe.transaction import RunFailure, Transaction
+from rsiframe.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.untrusted import UntrustedOperator
 
 
@@ -110,6 +110,7 @@ class Engine:
         self.calls.horizon = self.sched.horizon
         self.archive.listeners.append(self._on_event)
         self._progress = Progress()
+        self.models = RunModels.attach(self)  # the run's gateway process (issue 13), or None
 
     @property
     def progress(self) -> Progress:
@@ -129,9 +130,10 @@ class Engine:
         out: Path | None = None,
         ray_address: str | None = None,
         unsets: list[str] | None = None,
+        replay_of: Path | None = None,
     ) -> Engine:
         """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        parts, started = create_run(recipe_path, sets, out, ray_address, unsets)
+        parts, started = create_run(recipe_path, sets, out, ray_address, unsets, replay_of)
         engine = cls(parts)
         engine.emit(started)
         engine.emit(E.SessionStarted(resumed=False))
@@ -146,6 +148,8 @@ class Engine:
         return cls(parts, retry_failed=retry_failed, resumed=True), notes
 
     def close(self) -> None:
+        if self.models is not None:  # every exit path: finished, failed, Ctrl-C
+            self.models.stop(then=self.inflight.drain)
         self.tasks.executor.close()
         save_snapshot(self.paths.root, self.state, self.signer)  # perf: resume starts here
         self.evaluator.close()
@@ -207,7 +211,9 @@ class Engine:
                 raise
         except Exception as exc:  # the run stays resumable; the caller reports the error
             self.sched.stop(0.0)
-            self.emit(E.RunFinished(state="failed", reason=_failure_reason(exc)))
+            if (refused := budget_refusal(exc)) is not None:  # the gateway's 429 (select ...)
+                return self._finish("budget_exhausted", refused)
+            self.emit(E.RunFinished(state="failed", reason=failure_reason(exc)))
             raise
 
     def _step(self) -> str | None:
@@ -389,13 +395,6 @@ class Engine:
 
     def _recorded(self, c: Candidate) -> None:
         self.emit(record(self.calls, self.state, c))
-
-
-def _failure_reason(exc: Exception) -> str:
-    """A failed run's reason: the message of a known failure, the repr of anything else (a bug)."""
-    if isinstance(exc, RunFailure | RsiError):
-        return str(exc)
-    return f"internal error: {exc!r}"
 
 
 __all__ = ["SPLITS", "Engine", "OperatorFailed", "Progress", "RunFailure"]

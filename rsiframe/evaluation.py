@@ -157,8 +157,12 @@ class TaskRunner:
         state: RunState,
         timings: Timings,
         executor: Executor | None = None,
+        gateway: Any | None = None,
     ) -> None:
         self.evaluator = evaluator
+        #: the run's model gateway (``gateway.Gateway``, or None without ``models:``): a
+        #: candidate's agent reaches ``evaluator.config.model`` only through it
+        self.gateway = gateway
         self.executor: Executor = executor or LocalExecutor()  # this process, or a Ray cluster
         self.taskset = taskset
         self.put = put
@@ -195,10 +199,15 @@ class TaskRunner:
         with self._tokens:
             self._unfolded = max(0, self._unfolded - tokens)
 
-    def model_hooks(self, cid: str, split: str, attempt: int = 0) -> dict[str, Any]:
-        """Evaluator hooks of a D/T/H build: record the model built, charge the tokens."""
+    def model_hooks(
+        self, cid: str, split: str, attempt: int = 0, opened: list[Any] | None = None
+    ) -> dict[str, Any]:
+        """Evaluator hooks: the gateway endpoint of ``evaluator.config.model`` (each one
+        opened is added to ``opened``); of a D/T/H build, record the model built and
+        charge the tokens."""
+        hooks = self.gateway_hooks(cid, split, opened)
         if self.evaluator.builder is None:
-            return {}  # no build, no model, no tokens
+            return hooks  # no build, no model, no tokens
 
         def on_built(model: dict[str, Any]) -> None:
             if split not in ("rollout", "minibatch"):  # uncertified runs
@@ -212,10 +221,35 @@ class TaskRunner:
                 self.emit(E.UsageSpent(**where, tokens=usage["total_tokens"], **usage))
 
         return {
+            **hooks,
             "on_built": on_built,
             "on_usage": on_usage,
             "token_limit": self.reserve_tokens(threading.get_ident()),
         }
+
+    def gateway_hooks(
+        self, cid: str, split: str, opened: list[Any] | None = None
+    ) -> dict[str, Any]:
+        """``model_endpoint``: opens the evaluation's own endpoint to the declared model its
+        agent uses, metered to ``cid`` under slot ``evaluate`` (none without a model)."""
+        model = getattr(self.evaluator.config, "model", None)
+        if model is None or self.gateway is None:
+            return {}  # the engine says why when a model has no gateway
+        if self.executor.kind != "local":
+            raise RuntimeError(
+                f"evaluator.config.model reaches the run's gateway on this host only; "
+                f"the {self.executor.kind} executor cannot"
+            )
+        gw = self.gateway
+
+        def model_endpoint() -> Any:
+            name = f"evaluate:{split}:{cid}"
+            ep = gw.sandbox_endpoint(name, model=model, candidate=cid, slot="evaluate")
+            if opened is not None:
+                opened.append(ep)
+            return ep
+
+        return {"model_endpoint": model_endpoint}
 
     def run(
         self,
@@ -236,7 +270,8 @@ class TaskRunner:
                 on_task(run)
             self.progress.tasks(cid, split, done, len(task_ids))
 
-        hooks = self.model_hooks(cid, split, attempt)
+        opened: list[Any] = []  # the evaluation's gateway endpoints, revoked after it
+        hooks = self.model_hooks(cid, split, attempt, opened)
         try:
             # executor hook (issue 11.3): the one place an evaluation of a verified export runs
             out = self.executor.run(
@@ -244,6 +279,8 @@ class TaskRunner:
             )
         finally:
             self.release_tokens(threading.get_ident())
+            if opened and (revoke := getattr(self.gateway, "revoke_endpoints", None)):
+                revoke(*opened)  # its calls become model_call events now
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
         return out
 

@@ -19,6 +19,10 @@ step; cached by input digests), opens an endpoint for it on the long-lived model
 server (:mod:`rsiframe.serving`), and runs the agent behind an in-sandbox forwarder
 that exposes that endpoint, and nothing else, at ``$OPENAI_BASE_URL`` with the
 model name in ``$RSI_MODEL``. The server meters the tokens of each evaluation.
+With ``model`` (a model the recipe declares) the agent reaches that model the same way,
+through the run's model gateway (:mod:`rsiframe.gateway`): each evaluation gets its own
+socket and token (never a provider key), and the gateway meters every call to the
+candidate under slot ``evaluate``.
 
 The evaluator is framework-owned: operators never call it directly, and its
 fingerprint (engine, config, code, isolation) is locked at run start.
@@ -35,9 +39,9 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rsiframe import __version__, appcopy, appdiff, docker_sandbox, faults, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected
@@ -47,7 +51,7 @@ from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
 from rsiframe.safefile import UnsafeFile, read_regular
 from rsiframe.sandbox import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
-from rsiframe.serving import ModelRefused, ModelServer, OpenEndpoint
+from rsiframe.serving import ModelRefused, ModelServer
 from rsiframe.tasks import Task, TaskSet
 
 TAIL = 4000
@@ -100,6 +104,17 @@ class LocalEngineConfig(BaseModel):
     build: BuildConfig | None = Field(
         None, description="build a model from data/ and trainer/ first, and serve it (D/T/H)"
     )
+    model: str | None = Field(
+        None,
+        description="a declared model (recipe models:) the candidate's agent reaches through "
+        "the run's gateway at $OPENAI_BASE_URL (its name in $RSI_MODEL)",
+    )
+
+    @model_validator(mode="after")
+    def _one_model_source(self) -> LocalEngineConfig:
+        if self.build is not None and self.model is not None:
+            raise ValueError("model: a D/T/H build serves the candidate's own model; give one")
+        return self
 
 
 @dataclass
@@ -239,8 +254,13 @@ class LocalEngine:
         on_built: Callable[[dict[str, Any]], None] | None = None,
         on_usage: Callable[[dict[str, int]], None] | None = None,
         token_limit: int | None = None,
+        model_endpoint: ModelEndpoints | None = None,
     ) -> EvaluationOutput:
         """Run every task (concurrently, per config) and return their outcomes.
+
+        With ``model`` set, ``model_endpoint`` (from the run's gateway) opens this
+        evaluation's way to it: one socket and token, mounted into each task's agent
+        sandbox behind the in-sandbox forwarder, exactly like a D/T/H model.
 
         With a build config: build (or reuse) the model first — :class:`BuildRejected`
         when the candidate's build fails by its own fault — report it to ``on_built``,
@@ -248,7 +268,13 @@ class LocalEngine:
         tokens used to ``on_usage`` (also when a task fails).
         """
         if self.builder is None or self.server is None:
-            return self._run(candidate_dir, tasks, put, on_done, None)
+            return self._run(
+                candidate_dir,
+                tasks,
+                put,
+                on_done,
+                gateway_endpoint(self.config.model, model_endpoint),
+            )
         self.server.start()  # torch loads in the server while the build runs
         with cpu_slot(self.builder.config.threads):  # builds share the machine's cores
             built = self.builder.build(candidate_dir, put, self._audit if self._items else None)
@@ -283,7 +309,7 @@ class LocalEngine:
         tasks: list[Task],
         put: Put,
         on_done: Callable[[TaskRun], None] | None,
-        ep: OpenEndpoint | None,
+        ep: HarnessEndpoint | None,
     ) -> EvaluationOutput:
         out = EvaluationOutput()
         with self._pool_lock:
@@ -330,7 +356,7 @@ class LocalEngine:
             self.server.stop()
 
     def _trial(
-        self, candidate_dir: Path, task: Task, ep: OpenEndpoint | None = None
+        self, candidate_dir: Path, task: Task, ep: HarnessEndpoint | None = None
     ) -> tuple[TaskRun, dict[str, bytes]]:
         faults.reached("stage:task")
         trial = self.work_root / f"trial-{task.id}-{uuid.uuid4().hex[:8]}"
@@ -340,7 +366,7 @@ class LocalEngine:
             shutil.rmtree(trial, ignore_errors=True)
 
     def _trial_in(
-        self, trial: Path, candidate_dir: Path, task: Task, ep: OpenEndpoint | None = None
+        self, trial: Path, candidate_dir: Path, task: Task, ep: HarnessEndpoint | None = None
     ) -> tuple[TaskRun, dict[str, bytes]]:
         app = trial / "app"
         env_src = task.path / "environment"
@@ -517,6 +543,30 @@ class LocalEngine:
         }
         blobs = {"agent.stdout": agent.stdout, "agent.stderr": agent.stderr}
         return TaskRun(task.id, 0.0, reason, trajectory, seconds=agent.duration_s), blobs
+
+
+class HarnessEndpoint(Protocol):
+    """A model endpoint a harness reaches from its sandbox (``serving.OpenEndpoint``, or
+    the gateway's ``SandboxEndpoint``): the wrapped command, its mounts, its environment."""
+
+    def harness(self, sb: Any, argv: list[str]) -> tuple[list[str], list[Any], dict[str, str]]: ...
+
+
+#: opens one evaluation's endpoint on the run's gateway (``TaskRunner.model_hooks``)
+ModelEndpoints = Callable[[], HarnessEndpoint]
+
+
+def gateway_endpoint(
+    model: str | None, model_endpoint: ModelEndpoints | None
+) -> HarnessEndpoint | None:
+    """This evaluation's endpoint to ``evaluator.config.model`` (None: the agent has none)."""
+    if model is None:
+        return None
+    if model_endpoint is None:
+        raise RuntimeError(
+            f"evaluator.config.model {model!r} needs the run's model gateway (a models: section)"
+        )
+    return model_endpoint()
 
 
 def _take(it: Iterator[Task], n: int) -> list[Task]:

@@ -190,6 +190,38 @@ class UsageSpent(EventData):
     cancelled: int | None = None  # requests the server stopped (client gone, evaluation over)
 
 
+class ModelCall(EventData):
+    """One call through the run's model gateway, as its ledger recorded it (issue 13).
+
+    The gateway's fsynced ledger (``model-calls/ledger.jsonl``) is the record of what was
+    paid; each of its entries becomes one of these, in ledger order (``seq``), so the
+    run's totals are the gateway's own count. ``request`` and ``response`` are run
+    artifacts (content-addressed).
+    """
+
+    type = "model_call"
+    seq: int  # the ledger entry's number (1, 2, ...): resume catches up from the last one
+    candidate: str | None = None
+    slot: str | None = None
+    consumer: str = ""
+    model: str = ""
+    path: str = ""
+    status: int = 200
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    cached: bool = False  # served from the ledger at no cost (resume, replay)
+    usage_source: str = "provider"  # provider | estimate
+    digest: str = ""  # the request digest (the gateway's cache key)
+    request: str | None = None  # artifact
+    response: str | None = None  # artifact
+    stream: bool = False
+    error: str | None = None
+    #: why the gateway refused: max_model_tokens | max_cost (the run's budget) | allowance
+    code: str | None = None
+
+
 # -- after evaluation -------------------------------------------------------------------
 
 
@@ -242,6 +274,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         EvaluationFailed,
         EvaluationInterrupted,
         UsageSpent,
+        ModelCall,
         CandidateGated,
         CandidateRecorded,
         GenerationReflected,

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -53,7 +54,7 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,9 +204,19 @@ class Gateway:
         environ: Mapping[str, str] | None = None,
         retry_backoff_s: float = 0.5,
         socket_root: Path | None = None,
+        archive: Ledger | None = None,
     ) -> None:
         self.specs = dict(models)
-        self.resolved = {name: spec.resolve(environ) for name, spec in self.specs.items()}
+        #: a replay's gateway answers only from this (the source run's) ledger, never a provider
+        self.archive = archive
+        #: endpoints and keys; a model whose variables are unset is refused when called
+        self.resolved: dict[str, ResolvedModel] = {}
+        self.unresolved: dict[str, str] = {}
+        for name, spec in self.specs.items() if archive is None else ():
+            try:
+                self.resolved[name] = spec.resolve(environ)
+            except RsiError as exc:
+                self.unresolved[name] = str(exc)
         self.ledger = ledger
         self.limits = limits
         self.backoff = retry_backoff_s
@@ -213,6 +224,9 @@ class Gateway:
         self.socket_root = Path(socket_root or tempfile.mkdtemp(prefix="rsigw-"))
         self.consumers: dict[str, Consumer] = {}
         self._reserved = _Reservation(0, 0.0)
+        self._sandboxes: dict[str, Any] = {}  # token -> the server of its socket
+        #: tokens and cost the run spent outside this gateway (an evaluation's served model)
+        self.elsewhere = (0, 0.0)
         self._lock = threading.Lock()
         self._upstreams: dict[str, _Upstream] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -259,16 +273,26 @@ class Gateway:
         return GatewayClient(self.url, self.consumer(name, candidate=candidate, slot=slot).token)
 
     def revoke(self, consumer: Consumer) -> None:
+        """The token stops working; a sandbox endpoint's socket stops serving."""
         with self._lock:
             self.consumers.pop(consumer.token, None)
+            server = self._sandboxes.pop(consumer.token, None)
+        if server is not None:
+            server.should_exit = True
 
     def sandbox_endpoint(
-        self, name: str, *, model: str, candidate: str | None = None, slot: str | None = None
+        self,
+        name: str,
+        *,
+        model: str,
+        candidate: str | None = None,
+        slot: str | None = None,
+        allowance: int | None = None,
     ) -> SandboxEndpoint:
         """A Unix socket in a folder of its own, served by this gateway, with a token."""
         from rsiframe.serving import SOCKET
 
-        c = self.consumer(name, candidate=candidate, slot=slot)
+        c = self.consumer(name, candidate=candidate, slot=slot, allowance=allowance)
         folder = self.socket_root / secrets.token_hex(8)
         folder.mkdir(parents=True, mode=0o700)
         path = folder / SOCKET
@@ -276,7 +300,7 @@ class Gateway:
         sock.bind(str(path))
         os.chmod(path, 0o777)
         folder.chmod(0o755)
-        self._serve_socket(sock)
+        self._sandboxes[c.token] = self._serve_socket(sock)
         return SandboxEndpoint(name, folder, c.token, model)
 
     # -- serving ------------------------------------------------------------------------
@@ -286,7 +310,7 @@ class Gateway:
         ready = threading.Event()
 
         def run() -> None:
-            self._loop = asyncio.new_event_loop()
+            self._loop = _new_loop()
             asyncio.set_event_loop(self._loop)
             ready.set()
             self._loop.run_forever()
@@ -307,26 +331,30 @@ class Gateway:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def _serve_socket(self, sock: socket.socket) -> None:
+    def _serve_socket(self, sock: socket.socket, app: Any = None) -> Any:
         import uvicorn
 
         assert self._loop is not None, "start() the gateway first"
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(
+            app or self.app, log_level="warning", lifespan="off", access_log=False
+        )
         server = uvicorn.Server(config)
-        self._servers.append((server, sock))
-        asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), self._loop)
+        done = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), self._loop)
+        self._servers.append((server, sock, done))
         deadline = time.monotonic() + 10
         while not server.started:
             if time.monotonic() > deadline:
                 raise RuntimeError("the gateway did not start listening")
             time.sleep(0.005)
+        return server
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 0.2) -> None:
+        """Stop serving; calls in flight get ``grace_s`` seconds to finish and be recorded."""
         if self._loop is None:
             return
-        for server, _sock in self._servers:
+        for server, _sock, _done in self._servers:
             server.should_exit = True
-        time.sleep(0.2)
+        concurrent.futures.wait([d for _s, _k, d in self._servers], timeout=grace_s)
 
         async def close() -> None:
             for up in self._upstreams.values():
@@ -337,7 +365,7 @@ class Gateway:
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(5)
-        for _server, sock in self._servers:
+        for _server, sock, _done in self._servers:
             with contextlib.suppress(OSError):
                 sock.close()
         shutil.rmtree(self.socket_root, ignore_errors=True)
@@ -404,24 +432,26 @@ class Gateway:
                     "allowance",
                 )
             used = self.ledger.totals
+            used_tokens = used.tokens + self.elsewhere[0]
+            used_cost = used.cost_usd + self.elsewhere[1]
             lim = self.limits
             if lim.max_model_tokens is not None and (
-                used.tokens + self._reserved.tokens + r.tokens > lim.max_model_tokens
+                used_tokens + self._reserved.tokens + r.tokens > lim.max_model_tokens
             ):
                 raise GatewayError(
                     429,
-                    f"model token budget exhausted ({used.tokens} used, "
+                    f"model token budget exhausted ({used_tokens} used, "
                     f"{self._reserved.tokens} reserved, {r.tokens} asked, "
                     f"limit {lim.max_model_tokens})",
                     "budget_exhausted",
                     "max_model_tokens",
                 )
             if lim.max_cost is not None and (
-                used.cost_usd + self._reserved.cost + r.cost > lim.max_cost + 1e-12
+                used_cost + self._reserved.cost + r.cost > lim.max_cost + 1e-12
             ):
                 raise GatewayError(
                     429,
-                    f"cost budget exhausted (${used.cost_usd:.6f} spent, "
+                    f"cost budget exhausted (${used_cost:.6f} spent, "
                     f"${r.cost:.6f} asked, limit ${lim.max_cost})",
                     "budget_exhausted",
                     "max_cost",
@@ -460,6 +490,9 @@ class Gateway:
                     "model_not_found",
                 )
             spec = self.specs[name]
+            if name in self.unresolved:
+                msg = f"model {name!r} is not configured: {self.unresolved[name]}"
+                raise GatewayError(503, msg, "upstream_error", "not_configured")
             if PATHS[path] != spec.api:
                 raise GatewayError(
                     400, f"model {name!r} does not speak {path}", "invalid_request_error"
@@ -488,9 +521,11 @@ class Gateway:
         try:
             reservation = self._reserve(spec, prompt_est, max_tokens, consumer)
         except GatewayError as exc:
-            self.ledger.append(_done(base, 429, t0, error=exc.message))
+            self.ledger.append(_done(base, 429, t0, error=exc.message, code=exc.code))
             return exc.response()
         base.request = self.ledger.put(raw)
+        if self.archive is not None:  # a replay: the source run's recorded answer, or none
+            return self._from_archive(base, reservation, t0)
         upstream_body = {**body, "model": spec.model}
         if body.get("stream") and path in ("/v1/chat/completions", "/v1/completions"):
             upstream_body["stream_options"] = {
@@ -499,29 +534,49 @@ class Gateway:
             }
         if body.get("stream"):
             return await self._stream(name, path, upstream_body, base, reservation, t0, prompt_est)
-        call = asyncio.ensure_future(self._call(name, path, upstream_body))
-        left = asyncio.ensure_future(_client_left(request))
-        await asyncio.wait({call, left}, return_when=asyncio.FIRST_COMPLETED)
-        if not call.done():  # the client left: cancel the provider call, charge nothing
-            call.cancel()
-            with contextlib.suppress(asyncio.CancelledError, GatewayError):
-                await call
-            self._release(reservation)
-            self.ledger.append(_done(base, 499, t0, error="client disconnected; call cancelled"))
-            return Response(status_code=499)
-        left.cancel()
+        # A call sent to the provider is paid for: if the client leaves (a killed driver, a
+        # sandbox past its time) the call still completes and is recorded, so the retry
+        # that follows is served from the ledger instead of paying twice.
+        call = asyncio.ensure_future(
+            self._complete(name, path, upstream_body, base, spec, reservation, prompt_est, t0)
+        )
+        data = await asyncio.shield(call)
+        if isinstance(data, GatewayError):
+            return data.response()
+        return Response(data, 200, media_type="application/json")
+
+    async def _complete(
+        self,
+        name: str,
+        path: str,
+        body: dict[str, Any],
+        base: Entry,
+        spec: ModelSpec,
+        reservation: _Reservation,
+        prompt_est: int,
+        t0: float,
+    ) -> bytes | GatewayError:
+        """Forward one call and record it (fsynced) before its answer goes anywhere."""
         try:
-            data, parsed = call.result()
+            data, parsed = await self._call(name, path, body)
         except GatewayError as exc:
             self._release(reservation)
-            self.ledger.append(_done(base, exc.status, t0, error=exc.message))
-            return exc.response()
+            await asyncio.to_thread(
+                self.ledger.append, _done(base, exc.status, t0, error=exc.message)
+            )
+            return exc
         self._release(reservation)
         entry = self._meter(base, spec, parsed.get("usage"), prompt_est, _answer_text(parsed), t0)
         reservation.charge(entry)
-        entry.response = self.ledger.put(data)
-        self.ledger.append(entry)
-        return Response(data, 200, media_type="application/json")
+
+        def record() -> None:
+            entry.response = self.ledger.put(data)
+            self.ledger.append(entry)
+
+        # durable before the answer goes back, but off the event loop: other calls go on,
+        # and the ledger syncs the calls that finish meanwhile together (group commit)
+        await asyncio.to_thread(record)
+        return data
 
     def _meter(
         self,
@@ -545,6 +600,30 @@ class Gateway:
         data = self.ledger.get(hit.response or "")
         e = _done(base, 200, t0)
         e.cached, e.request, e.response = True, hit.request, hit.response
+        self.ledger.append(e)
+        kind = "text/event-stream" if hit.stream else "application/json"
+        return Response(data, 200, media_type=kind)
+
+    def _from_archive(self, base: Entry, reservation: _Reservation, t0: float) -> Response:
+        """A replay's answer: the source run's recorded response to this request digest,
+        charged the tokens and cost the source recorded (``cached``: nothing is paid, and
+        budget decisions fall as they did), or 409 ``not_recorded`` (fails closed)."""
+        assert self.archive is not None
+        self._release(reservation)
+        hit = self.archive.cache.get(base.digest)
+        if hit is None or not hit.response:
+            msg = (
+                f"request {base.digest[:12]} is not recorded in the replayed run's archive "
+                "(a replay calls no endpoint)"
+            )
+            self.ledger.append(_done(base, 409, t0, error=msg, code="not_recorded"))
+            return GatewayError(409, msg, "replay_error", "not_recorded").response()
+        data = self.archive.get(hit.response)
+        e = _done(base, 200, t0)
+        e.cached, e.usage_source, e.response = True, "archive", self.ledger.put(data)
+        e.prompt_tokens, e.completion_tokens = hit.prompt_tokens, hit.completion_tokens
+        e.cost_usd = hit.cost_usd
+        reservation.charge(e)
         self.ledger.append(e)
         kind = "text/event-stream" if hit.stream else "application/json"
         return Response(data, 200, media_type=kind)
@@ -679,15 +758,6 @@ class Gateway:
                 record(499, "stream ended early (client disconnected or provider failed)")
 
 
-async def _client_left(request: Request) -> None:
-    """Return when the client disconnects (the body is already read, so the next ASGI
-    message is ``http.disconnect``)."""
-    while True:
-        message = await request.receive()
-        if message.get("type") == "http.disconnect":
-            return
-
-
 async def _read_body(request: Request) -> bytes:
     """The body, refused past MAX_BODY before it is all read."""
     size = int(request.headers.get("content-length") or 0)
@@ -701,15 +771,26 @@ async def _read_body(request: Request) -> bytes:
     return bytes(out)
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop where it is installed (the ``llm`` extra), asyncio's otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def _auth(r: ResolvedModel) -> dict[str, str]:
     if r.spec.api == "anthropic":
         return {"x-api-key": r.api_key, "anthropic-version": "2023-06-01"}
     return {"Authorization": f"Bearer {r.api_key}"} if r.api_key else {}
 
 
-def _done(base: Entry, status: int, t0: float, error: str | None = None) -> Entry:
-    e = Entry(**asdict(base))
-    e.status, e.error = status, error
+def _done(
+    base: Entry, status: int, t0: float, error: str | None = None, code: str | None = None
+) -> Entry:
+    e = replace(base)  # a shallow copy: an Entry holds only numbers and strings
+    e.status, e.error, e.code = status, error, code
     e.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
     return e
 
@@ -776,6 +857,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         r = recipe_mod.load(args.recipe).recipe
+        for spec in r.models.values():  # every variable set, or one line now
+            spec.resolve()
         gw = Gateway(
             r.models,
             Ledger(args.state),

@@ -14,6 +14,13 @@ Each trial's ``result.json`` becomes a :class:`~rsiframe.evaluator.TaskRun`: rew
 exception, phase timings, agent tokens and cost, and the trial's files (ATIF trajectory
 included) as content-addressed artifacts; the whole job folder is kept as a manifest of
 artifacts. Harbor's version is part of the fingerprint, so another Harbor refuses resume.
+
+With a ``models:`` section, ``model`` names a declared model and the agent reaches it only
+through the run's gateway, with this evaluation's own token (never a provider key): the
+candidate's harness through the in-sandbox forwarder of :mod:`rsiframe.serving` (the
+endpoint's socket folder bound read-only into the ``bwrap`` environment), a built-in
+agent (which calls models from Harbor's own process) through the same forwarder started
+around ``harbor run`` on this host, as ``openai/<model>`` at ``$OPENAI_BASE_URL``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -43,9 +51,21 @@ from rsiframe.sandbox import host_secrets
 from rsiframe.tasks import Task, TaskSet
 
 if TYPE_CHECKING:
-    from rsiframe.evaluator import EvaluationOutput, TaskRun
+    from rsiframe.evaluator import EvaluationOutput, HarnessEndpoint, ModelEndpoints, TaskRun
 
 TAIL = 4000
+
+
+class _SamePaths:
+    """Paths for :meth:`HarnessEndpoint.harness` where a folder is seen at its host path
+    (Harbor's process on this host; the ``bwrap`` environment binds ``ro_binds`` there)."""
+
+    @staticmethod
+    def view(mount: Any) -> str:
+        return str(mount.host)
+
+
+SAME_PATHS = _SamePaths()
 #: environments by name: ours (bwrap), Harbor's docker, and Harbor's cloud sandboxes
 ENVIRONMENTS = ("bwrap", "docker", "daytona", "modal", "e2b", "runloop", "gke")
 BWRAP_ENV = f"{harborenv.PLUGIN_PACKAGE}.environment:BwrapEnvironment"
@@ -138,25 +158,38 @@ class HarborEngine:
 
     # -- a job ----------------------------------------------------------------------
 
-    def job_config(self, candidate_dir: Path, tasks: list[Task], jobs: Path) -> dict[str, Any]:
-        """The Harbor job config for ``tasks`` on the exported candidate."""
+    def job_config(
+        self, candidate_dir: Path, tasks: list[Task], jobs: Path, ep: HarnessEndpoint | None = None
+    ) -> dict[str, Any]:
+        """The Harbor job config for ``tasks`` on the exported candidate (``ep``: the
+        evaluation's gateway endpoint, when the agent's model is a declared one)."""
         c = self.config
+        binds: list[str] = []
         if c.agent is not None:
             kwargs: dict[str, Any] = {"candidate_dir": str(candidate_dir), "command": c.agent}
+            if ep is not None:  # the harness behind the in-sandbox forwarder, like local's
+                if c.environment != "bwrap":
+                    raise RuntimeError(
+                        "a candidate agent reaches the run's gateway in the bwrap environment "
+                        f"only, not {c.environment}"
+                    )
+                argv, mounts, env = ep.harness(SAME_PATHS, ["sh", "-c", c.agent])
+                kwargs |= {"command": shlex.join(argv), "task_env": env}
+                binds = [str(m.host) for m in mounts]
             if c.agent_timeout_s:
                 kwargs["timeout_s"] = c.agent_timeout_s
             agent: dict[str, Any] = {"import_path": CANDIDATE_AGENT, "kwargs": kwargs}
         else:
             agent = {"name": c.harbor_agent, "kwargs": self._builtin_kwargs(candidate_dir)}
-            if c.model:
-                agent["model_name"] = c.model
+            if c.model:  # a declared model: the gateway's name, through the forwarder
+                agent["model_name"] = f"openai/{c.model}" if ep is not None else c.model
             if c.agent_timeout_s:
                 agent["max_timeout_sec"] = c.agent_timeout_s
         if c.environment == "bwrap":
             env_kwargs = {
                 "bwrap": shutil.which("bwrap") or "bwrap",
                 "ro_binds": sorted(
-                    {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+                    {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), *binds}
                 ),
                 "path": ":".join(
                     dict.fromkeys(
@@ -213,18 +246,23 @@ class HarborEngine:
         tasks: list[Task],
         put: Callable[[bytes], str],
         on_done: Callable[[TaskRun], None] | None = None,
+        *,
+        model_endpoint: ModelEndpoints | None = None,
         **_hooks: Any,
     ) -> EvaluationOutput:
         """Run ``tasks`` as one Harbor job; each trial's outcome goes to ``on_done`` as it
         finishes, and the job folder becomes evidence."""
-        from rsiframe.evaluator import EvaluationOutput
+        from rsiframe.evaluator import EvaluationOutput, gateway_endpoint
+
+        # a model name without models: is Harbor's own business (no gateway hook then)
+        ep = gateway_endpoint(self.config.model, model_endpoint) if model_endpoint else None
 
         py = harborenv.python()
         self.work_root.mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix="harbor-", dir=self.work_root))
         try:
             plugins = harborenv.stage_plugins(root / "plugins")
-            config = self.job_config(candidate_dir, tasks, root / "jobs")
+            config = self.job_config(candidate_dir, tasks, root / "jobs", ep)
             (root / "job.json").write_text(json.dumps(config, indent=1))
             by_path = {str(t.path.resolve()): t for t in tasks}
             out = EvaluationOutput()
@@ -245,7 +283,7 @@ class HarborEngine:
                         on_done(run)
 
             log = root / "harbor.log"
-            code = self._harbor(py, root / "job.json", plugins, log, collect)
+            code = self._harbor(py, root / "job.json", plugins, log, collect, ep)
             collect()
             missing = [t.id for t in tasks if t.id not in out.runs]
             if missing:
@@ -262,16 +300,27 @@ class HarborEngine:
             shutil.rmtree(root, ignore_errors=True)
 
     def _harbor(
-        self, py: str, config: Path, plugins: Path, log: Path, poll: Callable[[], None]
+        self,
+        py: str,
+        config: Path,
+        plugins: Path,
+        log: Path,
+        poll: Callable[[], None],
+        ep: HarnessEndpoint | None = None,
     ) -> int:
         argv = [py, "-m", "harbor.cli.main", "run", "-c", str(config), "-y", "-q"]
+        env = harborenv.harbor_env(plugins)
+        if ep is not None and self.config.agent is None:
+            # a built-in agent calls its model from Harbor's process: behind the forwarder
+            argv, _mounts, model_env = ep.harness(SAME_PATHS, argv)
+            env = {**env, **model_env}
         with open(log, "wb") as f:
             self._proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=f,
                 stderr=subprocess.STDOUT,
-                env=harborenv.harbor_env(plugins),
+                env=env,
                 cwd=str(config.parent),
                 start_new_session=True,
             )

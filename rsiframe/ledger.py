@@ -15,7 +15,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -42,6 +42,7 @@ class Entry:
     response: str | None = None
     stream: bool = False
     error: str | None = None
+    code: str | None = None  # a refusal's reason: max_model_tokens | max_cost | allowance
 
 
 @dataclass
@@ -75,6 +76,8 @@ class Ledger:
         self.totals = Totals()
         self.cache: dict[str, Entry] = {}
         self._lock = threading.Lock()
+        self._leader = threading.Lock()
+        self._queue: list[tuple[Entry, threading.Event]] = []
         self.seq = 0
         if self.path.exists():
             for line in self.path.read_text().splitlines():
@@ -105,18 +108,42 @@ class Ledger:
         return data
 
     def append(self, entry: Entry) -> Entry:
+        """Number ``entry``, write it and make it durable before returning (thread-safe).
+
+        Group commit: lines queued while another thread is in ``fdatasync`` are written and
+        synced together by the next leader, so concurrent calls share one sync instead of
+        queueing for one each; every caller still returns only once its own line is durable.
+        """
+        done = threading.Event()
         with self._lock:
             self.seq += 1
             entry.seq = self.seq
-            line = json.dumps(asdict(entry), sort_keys=True) + "\n"
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode())
-                if self.fsync:
-                    os.fdatasync(fd)
-            finally:
-                os.close(fd)
-            self._fold(entry)
-        if self.on_record is not None:
-            self.on_record(entry)
+            self._queue.append((entry, done))
+        while not done.is_set():
+            with self._leader:  # one thread writes a batch at a time; the rest wait for it
+                if done.is_set():
+                    break
+                with self._lock:
+                    batch, self._queue = self._queue, []
+                self._write([e for e, _ in batch])
+                for e, ev in batch:
+                    with self._lock:
+                        self._fold(e)
+                    ev.set()
+                for e, _ in batch:
+                    if self.on_record is not None:
+                        self.on_record(e)
         return entry
+
+    def _write(self, entries: list[Entry]) -> None:
+        data = b"".join(
+            (json.dumps(vars(e), sort_keys=True) + "\n").encode()
+            for e in sorted(entries, key=lambda e: e.seq)
+        )
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, data)
+            if self.fsync:
+                os.fdatasync(fd)
+        finally:
+            os.close(fd)

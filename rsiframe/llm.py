@@ -1,7 +1,7 @@
 """The client operators use to reach models: always through the run's gateway.
 
 An operator names a model from the recipe's ``models:`` and calls
-``llm.current().chat(model, messages, ...)``. The engine (issue 13's wiring, to come)
+``llm.current().chat(model, messages, ...)``. The engine (:mod:`rsiframe.modelrun`)
 installs a client bound to the operator's own gateway token, candidate and slot with
 :func:`use` around each operator call; tests do the same. The gateway, not this client,
 meters and records every call; :class:`Completion` only reports what the gateway said.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,7 +21,12 @@ from rsiframe.errors import ModelError
 
 
 class BudgetExhausted(ModelError):
-    """The gateway refused a call: ``max_model_tokens`` or ``max_cost`` is spent."""
+    """The gateway refused a call: ``max_model_tokens`` or ``max_cost`` is spent (``code``
+    names which), or the operation's own allowance (``code == "allowance"``)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,18 @@ class ModelClient(Protocol):
 class GatewayClient:
     """A kept HTTP client to the gateway, authenticated by one consumer's token."""
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 600.0,
+        after: Callable[[], Any] | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {token}"})
+        #: runs after every call, answered or not (the engine records the call at once)
+        self.after = after
 
     def chat(
         self,
@@ -82,6 +96,9 @@ class GatewayClient:
             r = self._http.post(self.base_url + path, json=body)
         except httpx.HTTPError as exc:
             raise ModelError(f"the model gateway is unreachable: {exc}") from exc
+        finally:
+            if self.after is not None:
+                self.after()
         try:
             data = r.json()
         except ValueError as exc:
@@ -90,7 +107,7 @@ class GatewayClient:
             err = data.get("error") if isinstance(data, dict) else None
             message = err.get("message") if isinstance(err, dict) else str(data)[:200]
             if isinstance(err, dict) and err.get("type") == "budget_exhausted":
-                raise BudgetExhausted(message)
+                raise BudgetExhausted(message, err.get("code"))
             raise ModelError(f"model call failed (HTTP {r.status_code}): {message}")
         if not isinstance(data, dict):
             raise ModelError("the gateway answered with something other than a JSON object")

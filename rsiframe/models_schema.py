@@ -122,9 +122,11 @@ def check_models(
     environ: Mapping[str, str] | None = None,
     *,
     where: str | None = None,
+    need_env: bool = True,
 ) -> ModelCheck:
-    """Resolve every model reference; raise one RecipeError for an unknown name or unset
-    environment variables of a referenced model. Makes no call."""
+    """Resolve every model reference; raise one RecipeError for an unknown name or (unless
+    ``need_env`` is off: a replay, which calls no endpoint) unset environment variables of
+    a referenced model. Makes no call."""
     env = os.environ if environ is None else environ
     refs = references(slot_configs)
     for loc, name in refs.items():
@@ -137,7 +139,7 @@ def check_models(
         if name in refs.values()
     }
     missing = {k: v for k, v in missing.items() if v}
-    if missing:
+    if missing and need_env:
         parts = "; ".join(f"models.{k} needs {', '.join(v)}" for k, v in sorted(missing.items()))
         raise RecipeError(f"environment variable(s) not set: {parts}", where=where)
     return ModelCheck(refs, missing)

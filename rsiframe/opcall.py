@@ -8,6 +8,7 @@ becomes :class:`OperatorFailed`.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import traceback
@@ -28,6 +29,10 @@ R = TypeVar("R", bound=BaseModel)
 #: the largest operator result (as JSON) the engine accepts; a bigger one fails the call,
 #: so no operator can bloat the archive (results land in events and artifacts)
 MAX_RESULT_BYTES = 8 << 20
+
+
+def _no_models(cid: str, slot: str, config: Any) -> contextlib.AbstractContextManager[Any]:
+    return contextlib.nullcontext()
 
 
 class Progress:
@@ -80,6 +85,9 @@ class OperatorCalls:
         self.progress = Progress()
         #: (candidate, slot) -> the generation whose start state the call sees (None: live)
         self.horizon: Callable[[str, str], int | None] = lambda cid, slot: None
+        #: (candidate, slot, operator config) -> the call's models (``llm.use`` around it;
+        #: :meth:`rsiframe.modelrun.RunModels.scope`); none for a run without models
+        self.models: Callable[[str, str, Any], contextlib.AbstractContextManager[Any]] = _no_models
 
     def op(self, slot: str) -> Any:
         """The operator filling ``slot`` (None for an empty optional slot)."""
@@ -98,7 +106,11 @@ class OperatorCalls:
         try:
             grants = getattr(self.ops.get(slot), "grants", frozenset())
             before = self.horizon(cid, slot)
-            with self.view.calling(slot, self.names.get(slot, ""), cid, grants, before):
+            config = getattr(self.ops.get(slot), "config", None)
+            with (
+                self.view.calling(slot, self.names.get(slot, ""), cid, grants, before),
+                self.models(cid, slot, config),
+            ):
                 result = fn()
             if not isinstance(result, expect):
                 raise TypeError(f"returned {type(result).__name__}, expected {expect.__name__}")

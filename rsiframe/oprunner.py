@@ -59,6 +59,7 @@ class CandidateInfo(_Model):
     description: str = ""
     placement: dict[str, Any] = Field(default_factory=dict)
     parents: list[str] = Field(default_factory=list)  # a merge: two
+    analysis: str | None = None  # the digest of the analysis its mutation was made from
     scores: dict[str, float | None] = Field(default_factory=dict)
 
     def view(self) -> CandidateView:
@@ -72,6 +73,7 @@ class CandidateInfo(_Model):
             self.description,
             dict(self.placement),
             tuple(self.parents),
+            self.analysis,
         )
 
 

@@ -17,6 +17,7 @@ A run made with overrides gets a label naming them (:func:`run_label`).
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,8 @@ DELETE = _Delete()
 
 
 def absolutize(data: dict[str, Any], base: Path) -> None:
-    """Make the recipe's path keys and file operators absolute against ``base``."""
+    """Make the recipe's path keys, file operators and prompt templates absolute against
+    ``base``."""
     for keys in PATH_KEYS:
         node: Any = data
         for k in keys[:-1]:
@@ -61,6 +63,10 @@ def absolutize(data: dict[str, Any], base: Path) -> None:
                 target, _, attr = op.rpartition(":")
                 if target.endswith(".py") or "/" in target:
                     spec["operator"] = f"{(base / target).resolve()}:{attr}"
+            config = spec.get("config") if isinstance(spec, dict) else None
+            if isinstance(config, dict) and isinstance(config.get("template"), str):
+                # a model operator's prompt template (a file beside the recipe)
+                config["template"] = str((base / config["template"]).resolve())
 
 
 def merge(base: dict[str, Any], over: dict[str, Any], path: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -202,7 +208,15 @@ def labelled(name: str, label: str) -> str:
     return f"{name}[{label}]" if label else name
 
 
+#: the longest run name a folder (and the run's key file) takes; longer ones are cut
+FOLDER_NAME_MAX = 96
+
+
 def folder_safe(name: str) -> str:
-    """A run name as a folder name: ``a[select=best]`` → ``a.select=best``."""
-    safe = re.sub(r"[^A-Za-z0-9._=,+-]+", ".", name).strip(".")
-    return safe or "run"
+    """A run name as a folder name: ``a[select=best]`` → ``a.select=best``; a name longer
+    than ``FOLDER_NAME_MAX`` (many ``--set``) is cut, with a digest of the whole name."""
+    safe = re.sub(r"[^A-Za-z0-9._=,+-]+", ".", name).strip(".") or "run"
+    if len(safe) > FOLDER_NAME_MAX:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        safe = f"{safe[: FOLDER_NAME_MAX - 9].rstrip('.')}.{digest}"
+    return safe

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,14 +44,25 @@ def plan(
     sets: list[str] | None = None,
     ray_address: str | None = None,
     unsets: list[str] | None = None,
+    *,
+    replay: bool = False,
 ) -> Plan:
+    """Every check before a run folder exists; ``replay``: the models need no endpoint (a
+    replay's gateway answers only from the source run's archive)."""
     resolved = recipe_mod.load(recipe_path, sets, unsets=unsets)
     r = resolved.recipe
     executor, key = session_spec(r.evaluator.executor, ray_address)
     check_executor(executor, key, r.evaluator.engine)
     where = str(resolved.source)
     configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
-    models = check_models(r.models, configs, where=where)  # no call is made
+    eval_model = evaluator_model(r.evaluator.engine, resolved.evaluator_config, r.models, where)
+    if eval_model is not None:  # its environment variables are checked like a slot's
+        configs["evaluate"] = {"model": eval_model}
+    models = check_models(r.models, configs, where=where, need_env=not replay)  # no call
+    if eval_model is not None:  # named where the recipe says it
+        models.references["evaluator.config.model"] = models.references.pop(
+            "slots.evaluate.config.model"
+        )
     taskset = TaskSet.load(r.tasks.path)
     try:
         split = make_split(
@@ -73,3 +85,20 @@ def plan(
     ids = [t for s in split.values() for t in s]
     preflight_engine(r.evaluator.engine, resolved.evaluator_config, taskset, ids)
     return Plan(resolved, taskset, split, seed, executor, key, models)
+
+
+def evaluator_model(
+    engine: str, config: object, models: Mapping[str, object], where: str
+) -> str | None:
+    """The declared model a candidate's agent reaches at evaluation (``evaluator.config.
+    model``), checked; None when it has none. The ``harbor`` engine's ``model`` of a recipe
+    without ``models:`` is a name Harbor's own agent resolves, not a declared model."""
+    name = getattr(config, "model", None)
+    if not isinstance(name, str) or (engine != "local" and not models):
+        return None
+    if name not in models:
+        known = ", ".join(sorted(models)) or "none (add a models: section)"
+        raise RecipeError(
+            f"evaluator.config.model: unknown model {name!r}; declared: {known}", where=where
+        )
+    return name

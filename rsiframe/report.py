@@ -101,6 +101,12 @@ class StatusReport(BaseModel):
     health: list[str] = []
     #: ``N:HASH`` of the event chain (``archive.chain_head``): keep it to detect truncation
     head: str = ""
+    #: models (issue 13): the gateway's count plus an evaluation's served model; per slot
+    #: ``{slot: {cost_usd, model_tokens, model_calls}}`` ("evaluate": the served model)
+    cost_usd: float = 0.0
+    model_tokens: int = 0
+    model_calls: int = 0
+    models_by_slot: dict[str, dict[str, Any]] = {}
 
 
 def scores_of(c: Candidate) -> Scores:
@@ -171,6 +177,13 @@ def status_of(loaded: LoadedRun) -> StatusReport:
         violations=list(st.violations),
         health=health_lines(st),
         head=chain_head(loaded.events) if loaded.events else "",
+        cost_usd=round(st.cost, 6),
+        model_tokens=st.tokens,
+        model_calls=st.model_calls,
+        models_by_slot={
+            slot: {**row, "cost_usd": round(row["cost_usd"], 6)}
+            for slot, row in sorted(st.models_by_slot.items())
+        },
     )
 
 
@@ -255,6 +268,17 @@ def print_summary(report: StatusReport, console: Console) -> None:
         f"{used['evaluations']} evaluations; {used['wall_seconds']:.0f} s",
         highlight=False,
     )
+    if report.model_calls or report.model_tokens or report.cost_usd:
+        slots = ", ".join(
+            f"{slot} ${row['cost_usd']:.4f}/{row['model_tokens']} tok/{row['model_calls']}"
+            for slot, row in report.models_by_slot.items()
+        )
+        console.print(
+            f"models: ${report.cost_usd:.4f}, {report.model_tokens} tokens, "
+            f"{report.model_calls} calls ({slots})",
+            highlight=False,
+            markup=False,
+        )
     for line in report.health:
         console.print(Text(f"infrastructure errors: {line}", style="red"))
     # a reason, note or violation may quote a candidate's text: printed as is, never markup

@@ -24,6 +24,8 @@ from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluato
 from rsiframe.events import RunStarted
 from rsiframe.executor import Executor, LocalExecutor, check, open_executor, session_spec
 from rsiframe.loader import load_run
+from rsiframe.modelrun import FOLDER as MODELS_FOLDER
+from rsiframe.modelrun import REPLAY_OF
 from rsiframe.overrides import folder_safe
 from rsiframe.preflight import plan
 from rsiframe.runfolder import RunLock, RunPaths
@@ -55,10 +57,12 @@ def create_run(
     out: Path | None,
     ray_address: str | None = None,
     unsets: list[str] | None = None,
+    replay_of: Path | None = None,
 ) -> tuple[RunParts, RunStarted]:
     """Validate everything, then create the run folder, keys, locks and the seed commit;
-    returns the parts and the ``run_started`` event to record first."""
-    p = plan(recipe_path, sets, ray_address, unsets)
+    returns the parts and the ``run_started`` event to record first. ``replay_of``: the
+    ledger folder whose answers alone a replay's gateway serves (no endpoint needed)."""
+    p = plan(recipe_path, sets, ray_address, unsets, replay=replay_of is not None)
     # connected before the run folder exists: a cluster that fails leaves nothing behind
     executor = open_executor(p.executor, p.executor_key)
     resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
@@ -114,6 +118,9 @@ def create_run(
         seed_tree=seed_tree,
         operators_digest=opidentity.lock_digest(operators),
     )
+    if replay_of is not None:  # read by the gateway's start, on resume too
+        (paths.root / MODELS_FOLDER).mkdir()
+        (paths.root / MODELS_FOLDER / REPLAY_OF).write_text(f"{replay_of.resolve()}\n")
     state = RunState(verifier=signer.public)
     archive = Archive(paths.root, None, sign=event_signer(signer))
     parts = RunParts(

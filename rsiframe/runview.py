@@ -44,6 +44,7 @@ def as_view(c: Candidate) -> CandidateView:
         description=c.description,
         placement=c.placement,
         parents=tuple(c.parents),
+        analysis=c.analysis,
     )
 
 

@@ -169,8 +169,18 @@ class RunState:
     problems: list[str] = field(default_factory=list)
     records: int = 0
     lessons_digest: str | None = None
-    #: model tokens and cost each candidate's operators (mutate, ...) spent
+    #: model tokens and cost each candidate's operators (mutate, ...) spent (gateway count)
     operator_usage: dict[str, tuple[int, float]] = field(default_factory=dict)
+    #: calls through the run's model gateway (model_call events): count, and per slot
+    #: {slot: {"cost_usd", "model_tokens", "model_calls"}}
+    model_calls: int = 0
+    models_by_slot: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ledger entries folded: all up to ``model_seq``, and those in ``model_ahead`` (workers
+    #: may hand entries to the writer out of order); resume emits the others
+    model_seq: int = 0
+    model_ahead: list[int] = field(default_factory=list)
+    #: the gateway refused a call for the run's budget (max_model_tokens / max_cost): why
+    model_refused: str | None = None
     #: operators' attempts to read beyond their slot's view (information_flow_violation)
     violations: list[dict[str, Any]] = field(default_factory=list)
     # -- indexes kept as events fold, so no per-step query scans every candidate ------
@@ -391,12 +401,38 @@ class RunState:
         self.candidates[d.id].model = d.model
 
     def _on_usage(self, ev: Event, d: E.UsageSpent) -> None:
+        if d.slot != "evaluate":
+            # an operator's self-reported usage (older archives) decides nothing: the
+            # gateway's own count (model_call) is what operators spent
+            return
         self.tokens += d.tokens
         self.tokens_refused += d.refused or 0
         self.cost += d.cost
-        if d.slot != "evaluate":  # the most one child's operators spent (budget reserves it)
-            spent = self.operator_usage.get(d.id, (0, 0.0))
-            self.operator_usage[d.id] = (spent[0] + d.tokens, spent[1] + d.cost)
+        self._by_slot("evaluate", d.tokens, d.cost, d.requests or 0)
+
+    def _on_model_call(self, ev: Event, d: E.ModelCall) -> None:
+        tokens = d.prompt_tokens + d.completion_tokens
+        self.tokens += tokens
+        self.cost += d.cost_usd
+        self.model_calls += 1
+        self.model_ahead.append(d.seq)
+        while self.model_seq + 1 in self.model_ahead:
+            self.model_seq += 1
+            self.model_ahead.remove(self.model_seq)
+        self._by_slot(d.slot or "run", tokens, d.cost_usd, 1)
+        if d.candidate is not None and d.slot != "evaluate":
+            spent = self.operator_usage.get(d.candidate, (0, 0.0))
+            self.operator_usage[d.candidate] = (spent[0] + tokens, spent[1] + d.cost_usd)
+        if d.status == 429 and d.code in ("max_model_tokens", "max_cost"):
+            self.model_refused = d.error or f"the gateway refused a call ({d.code})"
+
+    def _by_slot(self, slot: str, tokens: int, cost: float, calls: int) -> None:
+        row = self.models_by_slot.setdefault(
+            slot, {"cost_usd": 0.0, "model_tokens": 0, "model_calls": 0}
+        )
+        row["cost_usd"] += cost
+        row["model_tokens"] += tokens
+        row["model_calls"] += calls
 
     def _on_run_interrupted(self, ev: Event, d: E.RunInterrupted) -> None:
         self.terminal = {"state": "interrupted", **E.payload(d)}
@@ -407,6 +443,10 @@ class RunState:
         self._close_session()
 
     # -- queries ---------------------------------------------------------------------
+
+    def model_seen(self, seq: int) -> bool:
+        """Whether the ledger entry ``seq`` is already a ``model_call`` event of the run."""
+        return seq <= self.model_seq or seq in self.model_ahead
 
     @property
     def seed(self) -> Candidate | None:

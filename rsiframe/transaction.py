@@ -35,6 +35,7 @@ from rsiframe.api import (
 )
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.digest import canonical_json
+from rsiframe.errors import RsiError
 from rsiframe.evaluation import TaskRunner
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.guardrail import check as guardrail_check
@@ -52,6 +53,13 @@ Emit = Callable[[E.EventData], Any]
 
 class RunFailure(Exception):
     """The run cannot go on (e.g. select chose a non-admitted parent)."""
+
+
+def failure_reason(exc: Exception) -> str:
+    """A failed run's reason: the message of a known failure, the repr of anything else (a bug)."""
+    if isinstance(exc, RunFailure | RsiError):
+        return str(exc)
+    return f"internal error: {exc!r}"
 
 
 class Transaction:
@@ -186,9 +194,9 @@ class Transaction:
             self.surface.exclude,
         )
         mop = calls.op("mutate")
+        # mutation.usage (the operator's own report) stays in the mutation artifact only:
+        # the gateway meters every model call (model_call events)
         mutation: Mutation = calls.call(cid, "mutate", lambda: mop.mutate(mctx))
-        if mutation.usage.tokens or mutation.usage.cost:
-            self.emit(E.UsageSpent(id=cid, slot="mutate", **mutation.usage.model_dump()))
         return self._commit(cid, parent, generation, workdir, mutation)
 
     def _merge(

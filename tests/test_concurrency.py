@@ -256,6 +256,7 @@ def test_select_sees_children_in_flight_only_in_steady_mode(
 
 
 PRICED_MUTATE = """
+from rsiframe import llm
 from rsiframe.api import MutateOperator, Mutation, Usage
 
 
@@ -263,30 +264,48 @@ class Priced(MutateOperator):
     name = "priced"
 
     def mutate(self, ctx):
+        msg = [{"role": "user", "content": "x" * 400}]  # 100 prompt tokens, 50 answer tokens
+        llm.current().chat("proposer", msg, max_tokens=50, temperature=1.0)
         (ctx.workdir / "config.yaml").write_text(f"level: 2\\nstyle: {ctx.candidate_id}\\n")
-        return Mutation(description="priced", usage=Usage(tokens=100, cost=1.0))
+        # a self-report decides nothing: the gateway's count does
+        return Mutation(description="priced", usage=Usage(tokens=10**9, cost=1e9))
 """
 
 
 @pytest.mark.parametrize("mode", ["generational", "steady"])
 def test_mutations_in_flight_never_overrun_cost_or_tokens(mini: Mini, mode: str) -> None:
+    from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
+
+    stub = StubLLM(Script(answers=[Answer(content="y" * 200, repeat=True)]))
+    srv = ServerThread(stub.app).start()
     (mini.root / "priced.py").write_text(PRICED_MUTATE)
-    out = run(
-        mini,
-        f"priced-{mode}",
-        f"slots.mutate.operator={mini.root}/priced.py:Priced",
-        "concurrency.candidates=4",
-        f"concurrency.mode={mode}",
-        "children_per_generation=4",
-        "budget.max_generations=5",
-        "budget.max_cost=3.5",
-        "budget.max_model_tokens=450",
+    price = "{input_per_mtok: 1000, output_per_mtok: 2000}"  # $0.2 a call
+    mini.recipe.write_text(
+        mini.recipe.read_text()
+        + f"models:\n  proposer: {{base_url: '{srv.url}', model: stub, price: {price}}}\n"
     )
+    try:
+        out = run(
+            mini,
+            f"priced-{mode}",
+            f"slots.mutate.operator={mini.root}/priced.py:Priced",
+            "concurrency.candidates=4",
+            f"concurrency.mode={mode}",
+            "children_per_generation=4",
+            "budget.max_generations=5",
+            "budget.max_cost=0.7",
+            "budget.max_model_tokens=500",
+        )
+    finally:
+        srv.stop()
     st = status_json(out)
     assert st["state"] == "budget_exhausted", st["reason"]
     used = st["budget"]["used"]
-    assert used["cost"] <= 3.5 and used["model_tokens"] <= 450, used
-    assert used["cost"] == 3.0  # three children fit; the fourth would overrun
+    assert used["cost"] <= 0.7 and used["model_tokens"] <= 500, used
+    assert used["model_tokens"] == 450 and used["cost"] == pytest.approx(0.6)  # three fit
+    assert stub.stats.requests == st["models_by_slot"]["mutate"]["model_calls"] - sum(
+        1 for e in events(out) if e["type"] == "model_call" and e["data"]["status"] != 200
+    )
 
 
 def test_cpu_slots_cap_cpu_heavy_steps_process_wide(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,6 +17,7 @@ from rsiframe import llm
 from rsiframe.api import CandidateView, MutateContext, ReflectContext, Rollout
 from rsiframe.gateway import Gateway, Ledger
 from rsiframe.models_schema import ModelSpec
+from rsiframe.operators import agent_cli
 from rsiframe.operators.agent_cli import AgentCli, AgentCliConfig, render_command
 from rsiframe.operators.llm_edit import EditRejected, LlmEdit, LlmEditConfig
 from rsiframe.operators.llm_evidence import LlmEvidence, LlmEvidenceConfig
@@ -190,7 +191,13 @@ def test_llm_lessons_rewrites_the_lessons(models: Models) -> None:
     assert "c1 [kept] (+0.250 on gate): divide by n" in prompt and "old lesson" in prompt
 
 
-def test_agent_cli_profiles_render_and_a_missing_cli_is_one_clear_line() -> None:
+def test_agent_cli_profiles_render_and_a_missing_cli_is_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the agents extra installs mini-swe-agent: its profile renders with the CLI found
+    mini = AgentCliConfig(model="p", profile="mini-swe-agent")
+    assert render_command(mini, "go", "/w").endswith("--model openai/p --task go")
+    monkeypatch.setattr(agent_cli, "find_cli", lambda exe: None)  # as on a bare machine
     cmd = AgentCliConfig(model="p", profile="command", command="agent --in {workdir} {instruction}")
     assert render_command(cmd, "fix 'it'", "/rsi/work") == (
         "agent --in /rsi/work 'fix '\"'\"'it'\"'\"''"

@@ -111,6 +111,7 @@ def test_llm_hill_climb_names_its_variables_up_front() -> None:
     ok = _check_hill_climb({"LLM_BASE_URL": "http://127.0.0.1:9/v1", "LLM_API_KEY": "k"})
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["models"]["references"] == {
+        "evaluator.config.model": "proposer",
         "slots.mutate.config.model": "proposer",
         "slots.reflect.config.model": "proposer",
     }

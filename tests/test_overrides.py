@@ -121,6 +121,11 @@ def test_run_label() -> None:
     )
     assert ov.run_label(["slots.select.operator=best", "name=mine"]) == ""
     assert ov.folder_safe("sat3[select=best]") == "sat3.select=best"
+    # many --set: cut to a name a file system takes, a digest keeping it distinct
+    long = "llm-hill-climb[" + ",".join(f"slots.s{i}.config.x={i}" for i in range(40)) + "]"
+    cut = ov.folder_safe(long)
+    assert len(cut) <= ov.FOLDER_NAME_MAX and cut.startswith("llm-hill-climb.slots.s0")
+    assert cut != ov.folder_safe(long.replace("x=39", "x=40"))
 
 
 def test_a_run_made_with_set_is_named_for_it(mini: Mini) -> None:

@@ -243,12 +243,12 @@ class RunSource:
                 with self.lock:
                     for ev in events[start : start + FOLD_BATCH]:
                         self.state.apply(ev)
-                        cid = ev.data.get("id")
+                        cid = ev.data.get("candidate" if ev.type == "model_call" else "id")
                         if isinstance(cid, str) and cid in self.state.candidates:
                             up.changed.add(cid)
                             self.events_of.setdefault(cid, []).append(ev)
-                        else:
-                            up.changed.add(RUN)
+                        if ev.type == "model_call" or cid not in self.state.candidates:
+                            up.changed.add(RUN)  # a model call also moves the run's cost
                 time.sleep(0)  # a waiting reader gets the lock (CPython locks are not fair)
             with self.lock:
                 cands = self.state.candidates

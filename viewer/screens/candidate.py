@@ -1,4 +1,5 @@
-"""One candidate: its diff, certificates, per-task rewards, evidence and notes.
+"""One candidate: its diff, certificates, per-task rewards, evidence, notes and (in a run
+with models) its model calls.
 
 Each tab reads what it needs the first time it is shown (git objects, artifacts), in a
 worker thread, so opening a candidate of a large run costs only its own evidence.
@@ -21,6 +22,7 @@ from rsiframe.viewer.widgets.candidate_header import CandidateHeader
 from rsiframe.viewer.widgets.certificates import CertificatesView
 from rsiframe.viewer.widgets.diff_view import DiffView
 from rsiframe.viewer.widgets.evidence_tree import ArtifactChosen, EvidenceTree
+from rsiframe.viewer.widgets.model_calls import ModelCallsView
 from rsiframe.viewer.widgets.notes_view import NotesView, notes_group
 from rsiframe.viewer.widgets.paged_text import PagedText
 from rsiframe.viewer.widgets.rewards_table import RewardsTable
@@ -35,6 +37,7 @@ class CandidateScreen(Screen):
         Binding("b", "diff_base", "Diff vs other parent", show=False),  # a merge (help)
         # the footer names the tab keys: 1 Diff 2 Certificates 3 Rewards 4 Evidence 5 Notes
         *(Binding(str(i + 1), f"tab('{t}')", t.capitalize()) for i, t in enumerate(TABS)),
+        Binding("6", "tab('calls')", "Model calls", show=False),  # runs with models: (help)
     ]
 
     def __init__(self, source: RunSource, cid: str, repo: Repo) -> None:
@@ -60,9 +63,13 @@ class CandidateScreen(Screen):
                 yield PagedText(id="paged")
             with TabPane("Notes", id="notes"), VerticalScroll():
                 yield NotesView(id="notes-view")
+            with TabPane("Model calls", id="calls"):
+                yield ModelCallsView(id="model-calls")
         yield Footer()
 
     def on_mount(self) -> None:
+        if not self.source.recipe.get("models"):  # a run without models: no such tab
+            self.query_one(TabbedContent).hide_tab("calls")
         c = self.source.candidate(self.cid)
         if c is not None and c.state in ("rejected", "failed", "abandoned"):
             # why it did not make it comes first; the diff (if any) is one key away
@@ -91,13 +98,20 @@ class CandidateScreen(Screen):
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         name = event.pane.id or ""
         self._load_tab(name)
-        focus = {"diff": "#diff-view", "rewards": "#rewards-table", "evidence": "#evidence-tree"}
+        focus = {
+            "diff": "#diff-view",
+            "rewards": "#rewards-table",
+            "evidence": "#evidence-tree",
+            "calls": "#model-calls-table",
+        }
         if name in focus:
             self.query_one(focus[name]).focus()
         else:
             self.query_one(f"#{name} VerticalScroll").focus()
 
     def action_tab(self, name: str) -> None:
+        if name == "calls" and not self.source.recipe.get("models"):
+            return
         self.query_one(TabbedContent).active = name
 
     def action_parent(self) -> None:
@@ -135,6 +149,9 @@ class CandidateScreen(Screen):
                 tree.show(self.source.root, c, self.source.events_for(c.id))
             elif name == "notes":
                 self._load_notes()
+            elif name == "calls":
+                calls = self.query_one(ModelCallsView)
+                calls.show(self.source.root, self.source.events_for(c.id))
 
     @work(thread=True, exclusive=True, group="diff")
     def _load_diff(self) -> None:

@@ -32,6 +32,7 @@ being written updates on screen within a second or two.
 | | `x` | open everything below the cursor |
 | | `c` | jump to the champion |
 | candidate | `1`..`5` | diff, certificates, rewards, evidence, notes |
+| | `6` | model calls (a run with models): prompt, response, tokens, cost |
 | | `p` | open the parent |
 | | `b` | a merge: take the diff against the other parent |
 | | `[` / `]` | previous / next page of a large log |

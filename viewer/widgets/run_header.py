@@ -34,6 +34,10 @@ def header_text(source: RunSource) -> Text:
                 t.append(f"  +{len(flight) - 8}", style="dim")
         t.append("\nbudget ", style="dim")
         t.append(fmt.budget_line(source.budget()))
+        calls = getattr(st, "model_calls", 0)
+        if calls or source.recipe.get("models"):
+            t.append("\nmodels ", style="dim")
+            t.append_text(model_cost(calls, st.tokens, st.cost, getattr(st, "models_by_slot", {})))
         t.append("\n")
         for label, c in (("seed", seed), ("champion", champ)):
             if c is None:
@@ -59,6 +63,18 @@ def header_text(source: RunSource) -> Text:
         )
     for note in source.notes()[:3]:
         t.append(f"\n⚠ {note}", style="bold red")
+    return t
+
+
+def model_cost(calls: int, tokens: int, cost: float, by_slot: dict) -> Text:
+    """``12 calls · 34,567 tokens · $0.0123 (mutate $0.0100, reflect $0.0023)``: the
+    gateway's count (model_call events), evaluations' served models included."""
+    t = Text()
+    t.append(f"${cost:.4f}", style="bold")
+    t.append(f" · {calls} calls · {tokens:,} tokens")
+    slots = [f"{s} ${row.get('cost_usd', 0.0):.4f}" for s, row in sorted(by_slot.items())]
+    if slots:
+        t.append(f"  ({', '.join(slots)})", style="dim")
     return t
 
 

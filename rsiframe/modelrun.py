@@ -1,0 +1,321 @@
+"""A run's models, seen from the engine: its gateway process, operator scopes, the ledger.
+
+:class:`RunModels` starts the run's gateway (:mod:`rsiframe.gatewayproc`) as a process of
+its own, with the provider keys in that process's environment only (they leave this
+process's ``os.environ`` while the gateway runs, so no sandbox, evaluation or operator
+started from here inherits one). Each operator call runs in :meth:`RunModels.scope`:
+``llm.use`` with a client bound to a consumer named ``slot:candidate`` and sandbox
+endpoints for the same consumer, revoked when the call ends.
+
+The gateway's fsynced ledger is the record of what was paid. :meth:`RunModels.drain`
+reads the entries it has not seen yet and hands each to ``on_entry`` (the engine turns it
+into a ``model_call`` event with its request and response as artifacts): after every
+call an in-process client makes, after every operator call, and once when a run is opened
+(catching up calls recorded after a driver died), so the archive ends up equal to the
+ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from rsiframe import events as E
+from rsiframe import llm
+from rsiframe.errors import ModelError
+from rsiframe.gateway import SandboxEndpoint
+from rsiframe.ledger import Entry
+from rsiframe.schema import Recipe
+from rsiframe.state import RunState
+
+#: the folder of a run holding the gateway's ledger and evidence
+FOLDER = "model-calls"
+#: in FOLDER, a replay's source ledger folder (``rsiframe replay``): the gateway answers from it
+REPLAY_OF = "replay-of"
+#: operator config keys that cap the tokens one operation may spend through the gateway
+ALLOWANCE_KEYS = ("max_tokens_per_mutation", "max_tokens_per_call_site")
+_ENTRY_FIELDS = {f.name for f in fields(Entry)}
+
+
+class LedgerTail:
+    """The ledger's complete lines not read yet, in order (safe from any thread)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.lock = threading.Lock()
+
+    def read(self) -> list[Entry]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return []
+        if size <= self.offset:
+            return []
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read(size - self.offset)
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next read
+        self.offset += end
+        out = []
+        for line in data[:end].splitlines():
+            with contextlib.suppress(ValueError, TypeError):
+                raw = json.loads(line)
+                out.append(Entry(**{k: v for k, v in raw.items() if k in _ENTRY_FIELDS}))
+        return out
+
+
+def event_of(e: Entry, put: Callable[[bytes], str], evidence: Path) -> E.ModelCall:
+    """The ``model_call`` event of one ledger entry; its evidence becomes run artifacts."""
+
+    def artifact(digest: str | None) -> str | None:
+        if not digest:
+            return None
+        with contextlib.suppress(OSError):
+            return put((evidence / digest).read_bytes())
+        return None
+
+    return E.ModelCall(
+        seq=e.seq,
+        candidate=e.candidate,
+        slot=e.slot,
+        consumer=e.consumer,
+        model=e.model,
+        path=e.path,
+        status=e.status,
+        prompt_tokens=e.prompt_tokens,
+        completion_tokens=e.completion_tokens,
+        cost_usd=e.cost_usd,
+        latency_ms=e.latency_ms,
+        cached=e.cached,
+        usage_source=e.usage_source,
+        digest=e.digest,
+        request=artifact(e.request),
+        response=artifact(e.response),
+        stream=e.stream,
+        error=e.error,
+        code=e.code,
+    )
+
+
+def budget_refusal(exc: BaseException | None) -> str | None:
+    """The gateway's refusal for the run's budget among ``exc``'s causes (None: none)."""
+    while exc is not None:
+        if isinstance(exc, llm.BudgetExhausted) and exc.code != "allowance":
+            return f"the model gateway refused a call: {exc}"
+        exc = exc.__cause__
+    return None
+
+
+def spent_elsewhere(st: RunState) -> tuple[int, float]:
+    """What the run spent outside the gateway (an evaluation's served model)."""
+    row = st.models_by_slot.get("evaluate", {})
+    return int(row.get("model_tokens", 0)), float(row.get("cost_usd", 0.0))
+
+
+class RunModels:
+    """The run's gateway process and the engine's way to it."""
+
+    @classmethod
+    def attach(cls, engine: Any) -> RunModels | None:
+        """Start the gateway of ``engine``'s run (None without ``models:``) and wire it in:
+        operator calls run in :meth:`scope`, ledger entries become ``model_call`` events
+        (``engine.emit``, from any thread), an evaluation's spend reaches the gateway's
+        limits, and the calls recorded after an earlier driver died are caught up."""
+        if not engine.recipe.models:
+            return None
+        evidence = engine.paths.root / FOLDER / "evidence"
+
+        def on_entry(e: Entry) -> None:
+            engine.emit(event_of(e, engine.archive.put, evidence))
+
+        try:
+            models = cls(
+                engine.paths.root / FOLDER,
+                engine.recipe,
+                on_entry,
+                elsewhere=spent_elsewhere(engine.state),
+                seen=engine.state.model_seen,
+            )
+        except BaseException:
+            engine.lock.release()
+            raise
+
+        def on_event(ev: Any) -> None:  # an archive listener: after the state has folded it
+            if ev.type == "usage" and ev.data.get("slot") == "evaluate":
+                models.spent_elsewhere(*spent_elsewhere(engine.state))
+
+        engine.archive.listeners.append(on_event)
+        engine.calls.models = models.scope
+        engine.tasks.gateway = models  # an evaluation's agent reaches its model through it
+        models.drain()
+        return models
+
+    def __init__(
+        self,
+        folder: Path,
+        recipe: Recipe,
+        on_entry: Callable[[Entry], None],
+        *,
+        elsewhere: tuple[int, float] = (0, 0.0),
+        seen: Callable[[int], bool] = lambda seq: False,
+    ) -> None:
+        self.folder = folder
+        self.recipe = recipe
+        self.on_entry = on_entry
+        self.seen = seen  # entries the run's events already hold (resume)
+        self.tail = LedgerTail(folder / "ledger.jsonl")
+        self._keys: dict[str, str] = {}
+        self._proc = self._spawn(elsewhere)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            self._proc.wait()
+            err = (self.folder / "gateway.log").read_text(errors="replace")
+            self._restore_keys()
+            msg = err.strip().splitlines()[-1] if err.strip() else "it exited at once"
+            raise ModelError(f"the model gateway did not start: {msg}")
+        info = json.loads(line)
+        self.url: str = info["url"]
+        self._admin = httpx.Client(
+            transport=httpx.HTTPTransport(uds=info["admin"]),
+            base_url="http://gateway",
+            headers={"Authorization": f"Bearer {info['admin_token']}"},
+            timeout=30,
+        )
+        self._elsewhere = elsewhere
+
+    def _spawn(self, elsewhere: tuple[int, float]) -> subprocess.Popen[str]:
+        b = self.recipe.budget
+        config = {
+            "models": {n: m.model_dump(mode="json") for n, m in self.recipe.models.items()},
+            "limits": {"max_model_tokens": b.max_model_tokens, "max_cost": b.max_cost},
+            "elsewhere": list(elsewhere),
+        }
+        if (self.folder / REPLAY_OF).is_file():  # a replay: no endpoint, only the archive
+            config["archive"] = (self.folder / REPLAY_OF).read_text().strip()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        log = (self.folder / "gateway.log").open("a")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rsiframe.gatewayproc", "--state", str(self.folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=dict(os.environ),  # the keys go to the gateway ...
+            start_new_session=True,  # Ctrl-C reaches the engine, which then stops it
+        )
+        log.close()
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(config) + "\n")
+        proc.stdin.flush()
+        # ... and leave this process: nothing started from here inherits them
+        for spec in self.recipe.models.values():
+            if spec.api_key_env and spec.api_key_env in os.environ:
+                self._keys[spec.api_key_env] = os.environ.pop(spec.api_key_env)
+        return proc
+
+    def _restore_keys(self) -> None:
+        os.environ.update(self._keys)
+        self._keys = {}
+
+    # -- the engine's side ----------------------------------------------------------
+
+    def drain(self) -> int:
+        """Hand every ledger entry not seen yet to ``on_entry``, in ledger order."""
+        with self.tail.lock:
+            entries = [e for e in self.tail.read() if not self.seen(e.seq)]
+            for e in entries:
+                self.on_entry(e)
+        return len(entries)
+
+    def spent_elsewhere(self, tokens: int, cost: float) -> None:
+        """What the run spent outside the gateway, counted against its limits too."""
+        if (tokens, cost) != self._elsewhere:
+            self._elsewhere = (tokens, cost)
+            self._post("/elsewhere", {"tokens": tokens, "cost": cost})
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            r = self._admin.post(path, json=body)
+        except httpx.HTTPError as exc:
+            raise ModelError(f"the model gateway is unreachable: {exc}") from exc
+        if r.status_code != 200:
+            raise ModelError(f"the model gateway refused {path}: HTTP {r.status_code}")
+        out: dict[str, Any] = r.json()
+        return out
+
+    def sandbox_endpoint(
+        self,
+        name: str,
+        *,
+        model: str,
+        candidate: str | None = None,
+        slot: str | None = None,
+        allowance: int | None = None,
+    ) -> SandboxEndpoint:
+        """A socket and token of the gateway for one sandbox (e.g. an evaluation's agent);
+        revoke it with :meth:`revoke_endpoints` when that sandbox is done."""
+        who = {"candidate": candidate, "slot": slot, "allowance": allowance}
+        ep = self._post("/sandbox", {"name": name, "model": model, **who})
+        return SandboxEndpoint(ep["name"], Path(ep["folder"]), ep["token"], model)
+
+    def revoke_endpoints(self, *endpoints: SandboxEndpoint) -> None:
+        """Their tokens and sockets stop working; the calls they made become events now."""
+        with contextlib.suppress(ModelError):
+            self._post("/revoke", {"tokens": [ep.token for ep in endpoints]})
+        self.drain()
+
+    @contextlib.contextmanager
+    def scope(self, cid: str, slot: str, config: Any = None) -> Iterator[llm.ModelClient]:
+        """One operator call's models: its client and sandbox endpoints, then revoked."""
+        name = f"{slot}:{cid}"
+        allowance = next(
+            (v for k in ALLOWANCE_KEYS if isinstance(v := getattr(config, k, None), int)), None
+        )
+        who = {"candidate": cid, "slot": slot, "allowance": allowance}
+        token = self._post("/consumer", {"name": name, **who})["token"]
+        tokens = [token]
+
+        def endpoints(sandbox: str, *, model: str) -> SandboxEndpoint:
+            ep = self.sandbox_endpoint(f"{name}:{sandbox}", model=model, **who)
+            tokens.append(ep.token)
+            return ep
+
+        client = llm.GatewayClient(self.url, token, after=self.drain)
+        try:
+            with llm.use(client, endpoints):
+                yield client
+        finally:
+            client.close()
+            with contextlib.suppress(ModelError):
+                self._post("/revoke", {"tokens": tokens})
+            self.drain()
+
+    def stop(self, then: Callable[..., Any] | None = None) -> None:
+        """Close the gateway's stdin: it finishes the calls in flight, records them, exits;
+        the last entries are handed over, then ``then`` runs (the writer takes them)."""
+        if self._proc.poll() is None:
+            with contextlib.suppress(OSError):
+                assert self._proc.stdin is not None
+                self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._admin.close()
+        self._restore_keys()
+        self.drain()
+        if then is not None:
+            then()
