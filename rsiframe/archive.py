@@ -1,8 +1,14 @@
 """The run's append-only, tamper-evident archive: hash-chained events and artifacts.
 
 ``events.jsonl`` holds one JSON event per line; each carries the sha256 of the
-previous line and an Ed25519 signature by the run's key, and each append is
-fsynced before the call returns. Because every event commits to all before
+previous line and an Ed25519 signature by the run's key. Each append is written to
+the operating system before the call returns, so a killed process never loses an
+event; it is fsynced at once too, unless the writer turned on :attr:`Archive.group_commit`:
+then :meth:`Archive.sync` fsyncs everything appended so far in one call, and the writer
+calls it before anything outside itself may act on those events (the engine: before an
+operator call, before work leaves for a worker, before it waits, at the end of a
+session). A machine crash can then lose only events nothing had acted on yet, always a
+tail of the chain, never one in the middle. Because every event commits to all before
 it, the newest event's signature authenticates the whole chain: an edited,
 inserted or appended line is detected with the public key alone.
 
@@ -168,6 +174,9 @@ class Archive:
         self._sign = sign
         self._file = (run_dir / EVENTS).open("ab")
         self.listeners: list[Callable[[Event], None]] = []
+        #: fsync in :meth:`sync` only (the caller's sync points), not at every append
+        self.group_commit = False
+        self._unsynced, self._since = 0, 0.0
 
     @property
     def head(self) -> str:
@@ -192,7 +201,15 @@ class Archive:
             os.fsync(f.fileno())
         return f"archive: dropped a torn last event ({len(torn)} bytes, kept in {aside.name})"
 
+    def sync(self, max_age: float = 0.0) -> None:
+        """Make every event appended so far durable (one fsync for all of them); with
+        ``max_age``, only once the oldest of them has waited that many seconds."""
+        if self._unsynced and time.monotonic() - self._since >= max_age:
+            os.fsync(self._file.fileno())
+            self._unsynced = 0
+
     def close(self) -> None:
+        self.sync()
         self._file.close()
 
     def append(self, type_: str, data: dict[str, Any]) -> Event:
@@ -244,8 +261,12 @@ class Archive:
             os.fsync(self._file.fileno())
             faults.die()
         self._file.write(line + b"\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        self._file.flush()  # in the OS now: a killed process cannot lose it
+        if not self._unsynced:
+            self._since = time.monotonic()
+        self._unsynced += 1
+        if not self.group_commit:
+            self.sync()
         ev = Event(
             seq=self._seq,
             type=type_,

@@ -108,7 +108,7 @@ class BudgetGuard:
 def pending_evaluations(st: RunState) -> int:
     """Evaluations that children in flight (proposed, mutated, evaluating) have yet to start."""
     n = 0
-    for c in st.candidates.values():
+    for c in st.active.values():  # the active index: a child in flight is always in it
         if c.is_seed or c.state not in ("proposed", "mutated", "evaluating"):
             continue
         for split in c.required_splits:
@@ -123,15 +123,16 @@ def in_flight_usage(st: RunState) -> tuple[float, float]:
     child, the most any child that got past its mutation spent, by the gateway's count (an
     estimate; the gateway's reservations are the hard limit). While one is in flight and
     none got that far: all of it (inf)."""
-    flying, done = 0, []
-    for c in st.candidates.values():
-        if c.is_seed:
-            continue
-        if c.state == "proposed":
-            flying += 1
-        else:
-            done.append(st.operator_usage.get(c.id, (0, 0.0)))
+    # from the active index and the candidates that spent anything, not every candidate
+    flying = sum(1 for c in st.active.values() if not c.is_seed and c.state == "proposed")
+    done = [(0, 0.0)] if st.children() > flying else []
+    done += [u for cid, u in st.operator_usage.items() if _past_mutation(st, cid)]
     if not done:
         return (float("inf"), float("inf")) if flying else (0, 0.0)
     n = flying + 1  # the new child too
     return max(t for t, _ in done) * n, max(c for _, c in done) * n
+
+
+def _past_mutation(st: RunState, cid: str) -> bool:
+    c = st.candidates.get(cid)
+    return c is not None and not c.is_seed and c.state != "proposed"

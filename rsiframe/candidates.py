@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import git
 
+from rsiframe import reaper
 from rsiframe.archive import write_atomic
 from rsiframe.errors import RunFolderError
 from rsiframe.gittree import (
@@ -249,10 +250,11 @@ class CandidateRepo:
                     return dest
             fresh_dir(dest)
             self.export(commit, dest)
-            kept = sorted(dest.parent.iterdir(), key=lambda p: p.stat().st_mtime)
+            exports = [p for p in dest.parent.iterdir() if not p.name.startswith(".")]
+            kept = sorted(exports, key=lambda p: p.stat().st_mtime)  # (.discard-*: going)
             for old in kept[:-KEEP_EXPORTS]:
                 if not self._held[old.name]:
-                    shutil.rmtree(old, ignore_errors=True)
+                    reaper.discard(old)
             return dest
 
     @contextlib.contextmanager
@@ -270,7 +272,7 @@ class CandidateRepo:
         """Forget one export (a declined candidate will not be a parent)."""
         if self.exports is not None:
             with self._exporting:
-                shutil.rmtree(self.exports / name, ignore_errors=True)
+                reaper.discard(self.exports / name)
 
 
 def fresh_dir(path: Path) -> Path:

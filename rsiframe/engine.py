@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rsiframe import events as E
-from rsiframe import health, opidentity
+from rsiframe import health, opidentity, reaper
 from rsiframe.archive import Event
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
@@ -103,7 +103,9 @@ class Engine:
                 op.sources = lambda cid: self.transaction.export(self.state.candidates[cid])
         self._retried: set[tuple[str, str]] = set()
         k = self.recipe.concurrency.candidates
-        self.inflight = Inflight(k, self.tasks.executor.cancel_all)
+        self.archive.group_commit = True  # perf: one fsync per sync point, not per event
+        self.inflight = Inflight(k, self.tasks.executor.cancel_all, self.archive.sync)
+        self.calls.before_call = self.inflight.synced
         self.evaluator.parallel = self.tasks.share = k
         has_reflect = self.calls.op("reflect") is not None
         self.sched = Scheduler(self.recipe, self.state, self.budget, self.inflight, has_reflect)
@@ -155,6 +157,7 @@ class Engine:
         self.evaluator.close()
         self.archive.close()
         self.repo.close()
+        reaper.settle(30.0)
         shutil.rmtree(self.paths.work, ignore_errors=True)
         self.lock.release()
 
@@ -172,7 +175,10 @@ class Engine:
         return self._append(event)
 
     def _append(self, event: E.EventData) -> Event:
-        return self.archive.append(event.type, E.payload(event))
+        ev = self.archive.append(event.type, E.payload(event))
+        if isinstance(event, E.RunFinished | E.RunInterrupted):
+            self.archive.sync()  # a session's end is durable before anyone is told
+        return ev
 
     def _on_event(self, ev: Event) -> None:
         with self.view.lock:  # operators' reads copy under it; never held during their work
@@ -232,7 +238,7 @@ class Engine:
             spent = self.budget.exhausted(st)
             return self._finish(*(("budget_exhausted", spent) if spent else ("failed", dead)))
         busy = self.inflight.jobs
-        for c in st.candidates.values():
+        for c in st.pending():  # the active index, not every candidate (perf, #11)
             if c.id in busy:
                 continue
             s = c.state
@@ -277,19 +283,11 @@ class Engine:
             return WAIT
         return None
 
-    def _tidy(self) -> bool:
-        """Close what an earlier process left open; True if it appended anything."""
-        for c in self.state.candidates.values():
-            if c.id in self.inflight.jobs:
-                continue
-            if c.state == "proposed" and not c.is_seed:
-                self.emit(E.CandidateAbandoned(id=c.id, reason="the mutation did not finish"))
-                return True
-            a = c.open_attempt()
-            if a is not None:
-                self.emit(E.EvaluationInterrupted(id=c.id, split=a.split, attempt=a.attempt))
-                return True
-        return False
+    def _tidy(self) -> bool:  # closes what an earlier process left open
+        stale = self.sched.stale()
+        if stale is not None:
+            self.emit(stale)
+        return stale is not None
 
     def _finish(self, state: str, reason: str) -> str:
         champ = self.state.champion()
@@ -326,15 +324,14 @@ class Engine:
                 with self.repo.holding(parent.id):
                     outcome = self.transaction.run(cid, parent, generation, workdir)
             finally:
-                shutil.rmtree(workdir, ignore_errors=True)
+                reaper.discard(workdir)  # deleted in the background (perf)
                 self.timings.add(self.timings.total, cid, time.perf_counter() - t0)
             return lambda: self._take_back(outcome)
 
         self.inflight.start(cid, "mutate", work)
 
     def _take_back(self, outcome: E.EventData | FinishedEvaluation | list[E.EventData]) -> None:
-        """Record what a worker returns; after Ctrl-C only successes are kept (a failure
-        then is the interrupt's doing: the attempt re-runs, the mutation is abandoned)."""
+        """Record what a worker returns (after Ctrl-C only successes: ``Scheduler.keeps``)."""
         if not self.sched.keeps(outcome):
             return
         if isinstance(outcome, FinishedEvaluation):  # the key holder signs, here
@@ -369,7 +366,8 @@ class Engine:
                 self.timings.add(self.timings.total, c.id, time.perf_counter() - t0)
             return lambda: self._take_back(result)
 
-        if wait:
+        if wait:  # the sealed evaluation runs here, on the writer
+            self.inflight.synced()
             work()()
         else:
             self.inflight.start(c.id, f"evaluate {split}", work)

@@ -49,6 +49,7 @@ from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.cpuslots import cpu_slot
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
+from rsiframe.reaper import discard
 from rsiframe.safefile import UnsafeFile, read_regular
 from rsiframe.sandbox import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
 from rsiframe.serving import ModelRefused, ModelServer
@@ -363,7 +364,7 @@ class LocalEngine:
         try:
             return self._trial_in(trial, candidate_dir, task, ep)
         finally:
-            shutil.rmtree(trial, ignore_errors=True)
+            discard(trial)  # deleted in the background (perf)
 
     def _trial_in(
         self, trial: Path, candidate_dir: Path, task: Task, ep: HarnessEndpoint | None = None

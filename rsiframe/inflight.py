@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from rsiframe.sandbox import kill_all
 
 Closure = Callable[[], None]
+#: while the writer waits, events older than this are synced (nothing acts on them)
+SYNC_AGE_S = 1.0
 
 
 @dataclass
@@ -34,10 +36,18 @@ class Job:
 class Inflight:
     """Up to ``k`` jobs at once, one per candidate; results come back to the writer."""
 
-    def __init__(self, k: int, cancel: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        k: int,
+        cancel: Callable[[], None] | None = None,
+        sync: Callable[[float], None] | None = None,
+    ) -> None:
         self.k = k
         #: kills work in flight beyond this host's sandboxes (a remote executor's tasks)
         self.cancel = cancel
+        #: makes the writer's events durable (those older than the argument, in seconds):
+        #: all of them before work starts, the older ones while the writer waits
+        self.sync = sync or (lambda max_age: None)
         self.inbox: queue.SimpleQueue[Closure] = queue.SimpleQueue()
         self.jobs: dict[str, Job] = {}
         self.writer = threading.get_ident()
@@ -45,6 +55,12 @@ class Inflight:
 
     def on_writer(self) -> bool:
         return threading.get_ident() == self.writer
+
+    def synced(self) -> None:
+        """On the writer, make its events durable (a worker's operator call follows the
+        sync that started its work)."""
+        if self.on_writer():
+            self.sync(0.0)
 
     def post(self, fn: Closure) -> None:
         """Hand ``fn`` to the writer (from any thread)."""
@@ -59,6 +75,7 @@ class Inflight:
         An exception in ``work`` is raised on the writer (the run then fails, resumable).
         """
         assert cid not in self.jobs, f"{cid} already has work in flight"
+        self.sync(0.0)  # what led to this work is on disk before it starts
         self.jobs[cid] = Job(cid, what)
 
         def finish(done: Closure) -> Closure:
@@ -85,6 +102,7 @@ class Inflight:
         """Between two steps: take back results; ``waiting`` (nothing could start) blocks
         for the next one, and with nothing in flight the next step must move."""
         if waiting and self.jobs:
+            self.sync(SYNC_AGE_S)  # evidence appended meanwhile: durable within ~1.5 s
             self.drain(timeout=0.5)
         elif waiting:
             self._idle += 1

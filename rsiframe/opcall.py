@@ -88,6 +88,8 @@ class OperatorCalls:
         #: (candidate, slot, operator config) -> the call's models (``llm.use`` around it;
         #: :meth:`rsiframe.modelrun.RunModels.scope`); none for a run without models
         self.models: Callable[[str, str, Any], contextlib.AbstractContextManager[Any]] = _no_models
+        #: runs before every call (the engine: the writer's events are made durable first)
+        self.before_call: Callable[[], None] = lambda: None
 
     def op(self, slot: str) -> Any:
         """The operator filling ``slot`` (None for an empty optional slot)."""
@@ -101,6 +103,7 @@ class OperatorCalls:
         """Run one operator call, timed; its exceptions and bad results become OperatorFailed."""
         expect = SLOT_TABLE[slot].result
         faults.reached("stage:" + slot)
+        self.before_call()
         self.progress.stage(cid, slot)
         start = time.perf_counter()
         try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence, Set
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +182,26 @@ class StateView:
         return as_view(self._get(cid))
 
     def admitted(self) -> list[CandidateView]:
-        return [as_view(c) for c in self._all() if c.state == "admitted"]
+        st = self._state
+        with self.lock:  # from the index (proposal order), not a scan of every candidate
+            kept = [st.candidates[cid] for _, cid in st.admitted_ids]
+        return [as_view(c) for c in kept if self._seen(c)]
+
+    def ranked(self, split: str) -> Sequence[tuple[float, CandidateView]]:
+        """Admitted candidates by verified ``split`` score, best first (older first on
+        ties), as ``(score, view)``: read from the state's gate ranking, one insertion per
+        admission, and turned into views only as the operator reads them."""
+        self._check(f"scores:{split}", f"{split} scores (of the admitted candidates)")
+        st, before = self._state, self.before
+        if split != "gate":
+            rows = [(s, c) for c in self.admitted() if (s := self.score(c.id, split)) is not None]
+            rows.sort(key=lambda r: -r[0])  # stable: older first on ties
+            return rows
+        with self.lock:
+            ranking = list(st.gate_ranking)
+            if before is not None and st.admitted_generation >= before:
+                ranking = [r for r in ranking if st.candidates[r[2]].generation < before]
+        return _Ranked(ranking, st.candidates)
 
     def lineage(self, cid: str) -> list[CandidateView]:
         out = []
@@ -237,8 +256,10 @@ class StateView:
             raise KeyError(f"candidate {cid} has no commit")
         return self._repo.read(c.commit, path)
 
-    def trees(self) -> set[str]:
-        return {c.tree for c in self._all() if c.tree is not None and c.rejected is None}
+    def trees(self) -> Set[str]:
+        """Trees of candidates not rejected: a live set over the state's index, so a
+        membership test (what novelty asks) costs one lookup, not a scan."""
+        return _Trees(self._state, self.lock, self.before)
 
     # -- helpers --------------------------------------------------------------------
 
@@ -269,3 +290,50 @@ class StateView:
                 out.update(v for v in traj.get("artifacts", {}).values() if isinstance(v, str))
         self._visible[before] = (key, out)
         return out
+
+
+class _Ranked(Sequence[tuple[float, CandidateView]]):
+    """A ranking as ``(score, view)`` rows, each view made when it is read."""
+
+    def __init__(self, rows: list[tuple[float, int, str]], cands: dict[str, Candidate]) -> None:
+        self._rows, self._cands = rows, cands
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _row(self, r: tuple[float, int, str]) -> tuple[float, CandidateView]:
+        return -r[0], as_view(self._cands[r[2]])
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._row(r) for r in self._rows[i]]
+        return self._row(self._rows[i])
+
+
+class _Trees(Set[str]):
+    """Trees of candidates not rejected (of earlier generations only, with a horizon)."""
+
+    def __init__(self, state: RunState, lock: threading.RLock, before: int | None) -> None:
+        self._state, self._lock, self._before = state, lock, before
+
+    @classmethod
+    def _from_iterable(cls, it: Any) -> set[str]:
+        return set(it)  # set operations (|, &, -) give a plain set
+
+    def _visible(self, holders: dict[str, int]) -> bool:
+        return self._before is None or any(g < self._before for g in holders.values())
+
+    def __contains__(self, tree: object) -> bool:
+        with self._lock:
+            holders = self._state.tree_holders.get(tree) if isinstance(tree, str) else None
+            return bool(holders) and self._visible(holders)
+
+    def _list(self) -> list[str]:
+        with self._lock:
+            return [t for t, h in self._state.tree_holders.items() if self._visible(h)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._list())
+
+    def __len__(self) -> int:
+        return len(self._list())

@@ -95,9 +95,30 @@ class Scheduler:
     def _full(self, g: int) -> bool:
         return g == 0 or self.state.proposed_in.get(g, 0) >= self.recipe.children_per_generation
 
+    def stale(self) -> E.EventData | None:
+        """What an earlier process left open and must be closed first: a proposal whose
+        mutation did not finish (abandoned), an attempt with no outcome (interrupted)."""
+        for c in self.state.pending():
+            if c.id in self.inflight.jobs:
+                continue
+            if c.state == "proposed" and not c.is_seed:
+                return E.CandidateAbandoned(id=c.id, reason="the mutation did not finish")
+            a = c.open_attempt()
+            if a is not None:
+                return E.EvaluationInterrupted(id=c.id, split=a.split, attempt=a.attempt)
+        return None
+
+    def _open(self) -> list[Candidate]:
+        """Candidates that may be unsettled: the active index and the jobs in flight (a
+        scan of every candidate per step made a run quadratic in its size)."""
+        st = self.state
+        out = list(st.active.values())
+        out += [c for cid in self.inflight.jobs if (c := st.candidates.get(cid)) is not None]
+        return out
+
     def unsettled(self, generation: int | None) -> bool:
         """Whether a child of ``generation`` (None: any) is still in flight or unreviewed."""
-        for c in self.state.candidates.values():
+        for c in self._open():
             if c.is_seed or (generation is not None and c.generation != generation):
                 continue
             s = c.state
@@ -115,7 +136,7 @@ class Scheduler:
         g = c.generation
         if not self._full(g) and g not in self.closed and g == self.state.generation:
             return False
-        for o in self.state.candidates.values():
+        for o in self._open():
             busy = o.id in self.inflight.jobs or o.state in _OPEN
             if o.generation == g and not o.is_seed and busy:
                 return False
@@ -134,8 +155,9 @@ class Scheduler:
                 return Decision("finish", state="budget_exhausted", reason=refusal)
             self.closed.discard(g)  # rejected children gave their evaluations back
             closed = False
-        for h in sorted(set(range(1, g + 1)) - set(st.reflected)):
-            if not self.reflects or self.unsettled(h) or (h == g and not full):
+        due = sorted(set(range(1, g + 1)) - set(st.reflected)) if self.reflects else []
+        for h in due:
+            if self.unsettled(h) or (h == g and not full):
                 break
             return Decision("reflect", generation=h)
         if full:

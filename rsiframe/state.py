@@ -193,14 +193,18 @@ class RunState:
     gate_ranking: list[tuple[float, int, str]] = field(default_factory=list, repr=False)
     #: ids of admitted candidates in the order they were admitted (append-only)
     admission_log: list[str] = field(default_factory=list, repr=False)
-    #: trees of candidates not rejected, with how many candidates have each
-    tree_count: dict[str, int] = field(default_factory=dict, repr=False)
+    #: trees of candidates not rejected, with the generation of each candidate that has it
+    tree_holders: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    #: the latest generation of an admitted candidate (-1: none), so a view with a
+    #: generation horizon knows when the ranking needs no filtering
+    admitted_generation: int = field(default=-1, repr=False)
     INDEXES: ClassVar[tuple[str, ...]] = (
         "active",
         "admitted_ids",
         "gate_ranking",
         "admission_log",
-        "tree_count",
+        "tree_holders",
+        "admitted_generation",
     )
 
     # -- folding ---------------------------------------------------------------------
@@ -234,6 +238,7 @@ class RunState:
     def _index_admitted(self, c: Candidate) -> None:
         bisect.insort(self.admitted_ids, (c.index, c.id))
         self.admission_log.append(c.id)
+        self.admitted_generation = max(self.admitted_generation, c.generation)
         score = c.score("gate")
         if score is not None:
             bisect.insort(self.gate_ranking, (-score, c.index, c.id))
@@ -241,13 +246,13 @@ class RunState:
     def reindex(self) -> None:
         """Rebuild every index from the candidates (after loading a snapshot)."""
         self.active, self.admitted_ids, self.gate_ranking = {}, [], []
-        self.admission_log, self.tree_count = [], {}
+        self.admission_log, self.tree_holders, self.admitted_generation = [], {}, -1
         for c in self.candidates.values():
             self._index_active(c)
             if c.state == "admitted":
                 self._index_admitted(c)
             if c.tree is not None and c.rejected is None:
-                self.tree_count[c.tree] = self.tree_count.get(c.tree, 0) + 1
+                self.tree_holders.setdefault(c.tree, {})[c.id] = c.generation
 
     def _on_run_started(self, ev: Event, d: E.RunStarted) -> None:
         self.run_id = d.run_id
@@ -295,10 +300,10 @@ class RunState:
     def _on_candidate_mutated(self, ev: Event, d: E.CandidateMutated) -> None:
         c = self.candidates[d.id]
         if c.tree is not None and c.rejected is None:
-            self._untree(c.tree)
+            self._untree(c)
         c.commit, c.tree, c.parent_commit = d.commit, d.tree, d.parent_commit
         if c.rejected is None:
-            self.tree_count[d.tree] = self.tree_count.get(d.tree, 0) + 1
+            self.tree_holders.setdefault(d.tree, {})[c.id] = c.generation
         c.description = d.description
         c.changes = list(d.changes)
         c.splits = tuple(d.splits)
@@ -307,15 +312,15 @@ class RunState:
     def _on_candidate_rejected(self, ev: Event, d: E.CandidateRejected) -> None:
         c = self.candidates[d.id]
         if c.tree is not None and c.rejected is None:
-            self._untree(c.tree)
+            self._untree(c)
         c.rejected = E.payload(d)
 
-    def _untree(self, tree: str) -> None:
-        left = self.tree_count.get(tree, 0) - 1
-        if left > 0:
-            self.tree_count[tree] = left
-        else:
-            self.tree_count.pop(tree, None)
+    def _untree(self, c: Candidate) -> None:
+        assert c.tree is not None
+        holders = self.tree_holders.get(c.tree, {})
+        holders.pop(c.id, None)
+        if not holders:
+            self.tree_holders.pop(c.tree, None)
 
     def _on_candidate_abandoned(self, ev: Event, d: E.CandidateAbandoned) -> None:
         self.candidates[d.id].abandoned = d.reason
@@ -451,6 +456,10 @@ class RunState:
     @property
     def seed(self) -> Candidate | None:
         return next(iter(self.candidates.values()), None)
+
+    def pending(self) -> list[Candidate]:
+        """Candidates that may still need a step, in proposal order (the active index)."""
+        return sorted(self.active.values(), key=lambda c: c.index)
 
     def admitted(self) -> list[Candidate]:
         """Admitted candidates in proposal order (from the index, not a scan)."""

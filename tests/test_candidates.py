@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import rsiframe.candidates as candidates_mod
+from rsiframe import reaper
 from rsiframe.candidates import (
     CANDIDATE_REFS,
     REJECTED_REFS,
@@ -315,7 +316,9 @@ def test_verified_export_is_reused_rechecked_and_bounded(tmp_path: Path) -> None
     assert snapshot(again).tree_sha == snap.tree_sha
     for i in range(1, candidates_mod.KEEP_EXPORTS + 3):
         repo.verified_export(f"c{i:04d}", c0, snap.tree_sha)
+    assert reaper.settle(30)  # pruned exports are deleted in the background
     assert len(list((tmp_path / "exports").iterdir())) == candidates_mod.KEEP_EXPORTS
     repo.drop_export(f"c{candidates_mod.KEEP_EXPORTS + 2:04d}")
+    assert reaper.settle(30)
     assert len(list((tmp_path / "exports").iterdir())) == candidates_mod.KEEP_EXPORTS - 1
     repo.close()

@@ -193,6 +193,52 @@ def test_sat3_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) ->
     assert len(got[0]["rows"]) == 9
 
 
+@pytest.mark.e2e
+@pytest.mark.xfail(
+    strict=False,
+    reason="known bug (perf report, 2026-12-01): with two D/T/H evaluations in flight the "
+    "shared model server was restarted mid-run and a child's gate evaluation failed with "
+    "'ServerError: no endpoint' at close_endpoint (serving.py); K=1 is not affected",
+)
+def test_dth_builds_in_flight_give_the_same_candidates_as_one_at_a_time(tmp_path: Path) -> None:
+    """The quickstart's shape (D/T/H builds, generational, K=2): two children are built,
+    trained and evaluated at once, and the candidates, models and champion are those of
+    K=1. Each run has a cache of its own, so both really train."""
+    from conftest import cli_proc
+    from dth import recipe, write_seed, write_tasks
+
+    write_seed(tmp_path / "seed")
+    write_tasks(tmp_path / "tasks")
+    (tmp_path / "recipe.yaml").write_text(recipe(children=2))
+    got, weights = [], []
+    for k in (1, 2):
+        out = tmp_path / f"k{k}"
+        sets = ["--set", f"concurrency.candidates={k}"]
+        env = {"RSIFRAME_CACHE_DIR": str(tmp_path / f"cache{k}")}
+        res = cli_proc(
+            "run", tmp_path / "recipe.yaml", "--out", out, "--quiet", *sets, env=env, timeout=900
+        )
+        assert res.returncode == 0, res.stderr
+        got.append(outcome(out))
+        evs = events(out)
+        built = {e["data"]["id"]: e["data"]["model"] for e in evs if e["type"] == "model_built"}
+        weights.append({cid: m["weights_digest"] for cid, m in built.items()})
+        if k == 2:  # both children's train evaluations (builds first) were in flight together
+            kinds = [(e["type"], e["data"].get("id"), e["data"].get("split")) for e in evs]
+            starts = [
+                i
+                for i, t in enumerate(kinds)
+                if t[0] == "evaluation_started" and t[1] != "c0000" and t[2] == "train"
+            ]
+            first_child_build = min(
+                i for i, t in enumerate(kinds) if t[0] == "model_built" and t[1] != "c0000"
+            )
+            assert len(starts) == 2 and max(starts) < first_child_build, kinds
+    assert got[0] == got[1]
+    assert weights[0] == weights[1]  # the same models, trained twice
+    assert len(got[0]["rows"]) == 3 and got[0]["champion"] is not None
+
+
 def test_evaluations_in_flight_share_the_model_token_budget() -> None:
     from types import SimpleNamespace
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe import cgroups
+from rsiframe import cgroups, reaper
 from rsiframe.digest import sha256_bytes
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
 from rsiframe.sandbox import ProcessSandbox, bwrap_works
@@ -306,6 +306,7 @@ def test_concurrent_tasks_all_come_back(tmp_path: Path, mode: str) -> None:
     assert sorted(r.task_id for r in done) == sorted(out.runs)
     assert out.task_seconds == pytest.approx(sum(r.seconds for r in out.runs.values()))
     # trial folders are cleaned up
+    assert reaper.settle(30)  # finished trials' folders are deleted in the background
     assert list((tmp_path / "work").iterdir()) == []
 
 

@@ -125,7 +125,7 @@ def test_the_state_indexes_agree_with_a_scan(run: Path) -> None:
     scored = [c for c in st.admitted() if c.score("gate") is not None]
     best = max(scored, key=lambda c: (c.score("gate"), -c.index))
     assert st.champion() is best and st.ranked()[0] is best
-    assert set(st.tree_count) == {c.tree for c in cands if c.tree and c.rejected is None}
+    assert set(st.tree_holders) == {c.tree for c in cands if c.tree and c.rejected is None}
     assert st.children() == sum(1 for c in cands if not c.is_seed)
     assert list(st.active) == []  # a finished run leaves nothing to do
     rebuilt = load_run(run, snapshot=True).state
