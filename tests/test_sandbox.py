@@ -222,12 +222,18 @@ def _writer(path: str) -> str:
     return f"while :; do echo x >> {path}; sleep 0.05; done"
 
 
-def _quiet(path: Path, wait: float = 0.5) -> bool:
-    """True when nothing writes ``path`` any more: its size holds still for ``wait`` s.
-    (No timing guess: a writer that outlived the run keeps writing, however slow the host.)"""
-    before = path.stat().st_size if path.exists() else -1
-    time.sleep(wait)
-    return before == (path.stat().st_size if path.exists() else -1)
+def _quiet(path: Path, within: float = 10.0) -> bool:
+    """True once nothing writes ``path`` any more: its size holds still for half a second,
+    within ``within`` s. No timing guess: bubblewrap's PID namespace dies a moment after
+    the command returns (longer on a loaded host), but a writer that outlived the run
+    keeps writing every 50 ms and never holds still."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        before = path.stat().st_size if path.exists() else -1
+        time.sleep(0.5)
+        if before == (path.stat().st_size if path.exists() else -1):
+            return True
+    return False
 
 
 @needs_bwrap
