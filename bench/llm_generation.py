@@ -29,35 +29,17 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "llm-hill-climb.yaml"
-SEED_LINE = "You are a careful Python programmer working in the folder /app."
-VARIANTS = [
-    "You are a careful Python programmer. Read the file before you change it.",
-    "You are a careful Python programmer. Run the module after writing it.",
-    "You are a meticulous Python programmer working in /app; keep edits small.",
-    "You are a careful Python programmer. Prefer the fenced-block answer.",
-]
+#: the scripted answers the README's demo uses too (one file, read by both)
+SCRIPT = REPO / "recipes" / "stub" / "llm-hill-climb-answers.yaml"
 SMALL_SPLIT = "tasks.split={train: [pyfix-001, pyfix-002], gate: [pyfix-003], sealed: [pyfix-004]}"
 PRICE = (0.25, 2.0)  # the recipe's proposer: USD per million input, output tokens
 
 
-def edit(new: str, old: str = SEED_LINE) -> str:
-    return (
-        f"Sharpen the opening line.\nprompt.md\n```\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n"
-        ">>>>>>> REPLACE\n```"
-    )
-
-
 def script() -> dict[str, Any]:
     """Answers matched on the request's last message, each used once, in order."""
-    mutate = "Propose ONE focused change"
-    answers: list[dict[str, Any]] = [
-        {"when": mutate, "content": edit(VARIANTS[0], old="a line that is not there")},
-        {"when": "Try again", "content": edit(VARIANTS[0])},  # llm_edit's feedback
-        {"when": mutate, "status": 500},  # retried by the gateway: the next answer
-        *({"when": mutate, "content": edit(v)} for v in VARIANTS[1:]),
-        {"when": "lessons", "repeat": True, "content": "- short prompts help"},
-    ]
-    return {"answers": answers, "default": {"content": "```python\npass\n```"}}
+    from rsiframe.yamlsafe import load
+
+    return dict(load(SCRIPT.read_text()))
 
 
 def measure(out: Path, *, small: bool, sets: Sequence[str] = ()) -> dict[str, Any]:

@@ -21,12 +21,13 @@ import io
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from ruamel.yaml import YAML
 
 from rsiframe.api import MutateContext, MutateOperator, Mutation
+from rsiframe.operators.roundrobin import component_index
 from rsiframe.yamlsafe import load as yaml_load
 
 
@@ -60,6 +61,11 @@ class KnobsConfig(BaseModel):
     )
     max_changes: int = Field(2, ge=1, description="knobs changed per child (1..max_changes)")
     max_steps: int = Field(3, ge=1, description="steps a range knob moves at most")
+    order: Literal["random", "round_robin"] = Field(
+        "random",
+        description="random: 1..max_changes knobs at random; round_robin: one knob per child, "
+        "in turn per lineage (GEPA's component selector)",
+    )
 
     @model_validator(mode="after")
     def _has_space(self) -> KnobsConfig:
@@ -159,6 +165,8 @@ class Knobs(MutateOperator):
 
     A choice moves to another allowed value; a number moves by 1..max_steps steps within
     its range. YAML is rewritten round-trip, so a change is a one-line diff.
+    With `order: round_robin` each child changes exactly one knob, the knobs taking turns
+    per lineage as GEPA's round-robin component selector does (resume continues the turn).
     """
 
     name = "knobs"
@@ -183,8 +191,14 @@ class Knobs(MutateOperator):
 
     def mutate(self, ctx: MutateContext) -> Mutation:
         knobs = self.space(ctx)
-        n = ctx.rng.randint(1, min(self.config.max_changes, len(knobs)))
-        chosen = ctx.rng.sample(knobs, n)
+        if self.config.order == "round_robin":
+            k = component_index(
+                ctx.run, ctx.parent.id, ctx.candidate_id, ctx.generation, len(knobs)
+            )
+            chosen = [knobs[k]]
+        else:
+            n = ctx.rng.randint(1, min(self.config.max_changes, len(knobs)))
+            chosen = ctx.rng.sample(knobs, n)
         files: dict[str, Any] = {}
         moves = []
         for knob in chosen:

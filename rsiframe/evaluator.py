@@ -43,7 +43,16 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rsiframe import __version__, appcopy, appdiff, docker_sandbox, faults, harbor_engine, serving
+from rsiframe import (
+    __version__,
+    appcopy,
+    appdiff,
+    docker_sandbox,
+    faults,
+    harbor_engine,
+    serving,
+    taskimage,
+)
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.cpuslots import cpu_slot
@@ -145,7 +154,7 @@ Put = Callable[[bytes], str]
 def _code_digest() -> str:
     from rsiframe import build, cgroups, contamination, sandbox, serving
 
-    modules = (sandbox, cgroups, build, contamination, serving)
+    modules = (sandbox, cgroups, build, contamination, serving, taskimage)
     sources = [Path(__file__).read_bytes(), *(Path(m.__file__).read_bytes() for m in modules)]
     return sha256_bytes(b"\0".join(sources))
 
@@ -186,6 +195,8 @@ class LocalEngine:
         self.config = config
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
+        #: docker: a task whose environment/Dockerfile adds packages runs in its own image
+        self.images = taskimage.TaskImages(self.sandbox)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         #: evaluations that may run at once (candidates in flight); each runs at most
@@ -243,7 +254,10 @@ class LocalEngine:
         """The certified record's evaluator part: the Docker image a container ran from
         (none for bubblewrap and the process runner)."""
         record = getattr(self.sandbox, "record", None)
-        return {"engine": self.name, **record()} if record is not None else None
+        if record is None:
+            return None
+        images = self.images.record()
+        return {"engine": self.name, **record(), **({"task_images": images} if images else {})}
 
     def run(
         self,
@@ -386,7 +400,7 @@ class LocalEngine:
         task_info.mkdir()
         (task_info / "instruction.md").write_text(task.instruction)
 
-        sb = self.sandbox
+        sb = self.images.for_task(task.id, task.path)
         m_app = Mount(app, "/app", writable=True)
         m_cand = Mount(candidate_dir, "/candidate")
         m_task = Mount(task_info, "/task")
@@ -504,6 +518,8 @@ class LocalEngine:
             "verifier": _phase(verifier),
             "app": app_out.manifest(),
         }
+        if task.id in self.images.built:  # the image its trials ran in (sandbox: docker)
+            trajectory["image"] = {"isolation": sb.isolation, **self.images.built[task.id].record()}
         if removed:
             trajectory["app_removed"] = [r.as_dict() for r in removed]
         if dropped:
@@ -598,7 +614,9 @@ ENGINES: dict[str, tuple[type[BaseModel], Callable[..., Any]]] = {
 #: checks an engine makes before a run folder exists (bad input: one line, exit 2)
 PREFLIGHT: dict[str, Callable[[Any, TaskSet, list[str]], None]] = {
     "local": lambda config, taskset, ids: (
-        docker_sandbox.check() if config.sandbox == "docker" else None
+        taskimage.preflight({t: taskset.tasks[t].path for t in ids})
+        if config.sandbox == "docker"
+        else None
     ),
     "harbor": harbor_engine.preflight,
 }

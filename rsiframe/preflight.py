@@ -56,6 +56,12 @@ def plan(
     where = str(resolved.source)
     configs = {slot: cfg.model_dump() for slot, (_cls, cfg) in resolved.operators.items()}
     eval_model = evaluator_model(r.evaluator.engine, resolved.evaluator_config, r.models, where)
+    if eval_model is not None and executor.kind != "local":
+        raise RecipeError(
+            f"evaluator.config.model: a candidate's agent reaches the run's gateway on this "
+            f"host only; the {executor.kind} executor cannot give it one (use the local one)",
+            where=where,
+        )
     if eval_model is not None:  # its environment variables are checked like a slot's
         configs["evaluate"] = {"model": eval_model}
     models = check_models(r.models, configs, where=where, need_env=not replay)  # no call

@@ -58,6 +58,8 @@ IO_TIMEOUT_S = 120.0
 #: upper bound on the tokens of a prompt the server cannot tokenize itself (vLLM):
 #: byte-level tokenizers never make more tokens than bytes, plus special tokens
 SPECIAL_TOKEN_SLACK = 8
+#: how long closing an endpoint waits for its running and queued requests to stop
+CLOSE_WAIT_S = 60.0
 
 
 class ModelRefused(Exception):
@@ -866,7 +868,8 @@ class Server:
             ep.closed.set()
             httpd.shutdown()
             httpd.server_close()
-            ep.close(timeout=60 if self.limits.cancel else 0)  # nothing to wait for unstopped
+            # nothing to wait for when requests are not stopped (the self-test's proof only)
+            ep.close(timeout=CLOSE_WAIT_S if self.limits.cancel else 0)
             del self.endpoints[name]
             return {"ok": True, "usage": ep.usage()}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -1155,7 +1158,10 @@ class ModelServer:
     def close_endpoint(self, ep: OpenEndpoint) -> dict[str, int]:
         """Close the endpoint; its final token usage."""
         try:
-            reply = self.call({"op": "close", "name": ep.name}, timeout=60)
+            # the server waits up to 60 s for the endpoint's requests to stop (a batch being
+            # generated ends first): a shorter wait here killed the shared server, and with it
+            # every other evaluation's endpoint, when a loaded host made that slow
+            reply = self.call({"op": "close", "name": ep.name}, timeout=CLOSE_WAIT_S + 240)
         finally:
             shutil.rmtree(ep.folder, ignore_errors=True)
         if not reply.get("ok"):

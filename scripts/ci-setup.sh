@@ -2,7 +2,8 @@
 # CI set-up for the Harbor engine and the Docker sandbox, one step per argument, each timed:
 #   scripts/ci-setup.sh harbor        Harbor's own venv (Python 3.12, harbor==0.25.0) in the cache
 #   scripts/ci-setup.sh docker        docker.io + debootstrap, dockerd started, base image built
-#                                     offline from a debootstrap rootfs (cached between runs)
+#                                     offline from a debootstrap rootfs (cached between runs),
+#                                     and the task images of tasks/terminal (FROM the base image)
 # Nothing is pulled from a registry; Debian's packages are the only download.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,9 +23,12 @@ harbor_venv() {
 
 docker_engine() {
     "$BIN/pip" install --quiet --disable-pip-version-check -e '.[docker]'  # the docker SDK
-    if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+    # jq and bc: tasks/terminal's json-extract and csv-sum add them to their Docker image;
+    # the bwrap and process sandboxes (the oracle on the local and harbor engines) use the host's
+    if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
+        || ! command -v jq >/dev/null || ! command -v bc >/dev/null; then
         apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap jq bc >/dev/null
     fi
     if ! docker info >/dev/null 2>&1; then
         (nohup dockerd >/var/log/rsiframe-dockerd.log 2>&1 &)
@@ -50,10 +54,27 @@ docker_image() {
     rm -rf "$rootfs"
 }
 
+task_images() {
+    # each task whose environment/Dockerfile adds Debian packages, built FROM the base image
+    # (rsiframe-task:<digest>, reused when present); the same code the docker sandbox uses
+    "$BIN/python" - <<'PY'
+from pathlib import Path
+
+from rsiframe.taskimage import preflight
+
+root = Path("tasks/terminal")
+preflight({p.name: p for p in sorted(root.iterdir()) if (p / "task.toml").is_file()})
+PY
+}
+
 for what in "$@"; do
     case $what in
         harbor) step "harbor venv" harbor_venv ;;
-        docker) step "docker engine" docker_engine; step "docker base image" docker_image ;;
+        docker)
+            step "docker engine" docker_engine
+            step "docker base image" docker_image
+            step "docker task images" task_images
+            ;;
         *) echo "ci-setup: unknown step $what" >&2; exit 2 ;;
     esac
 done

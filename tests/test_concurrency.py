@@ -194,12 +194,6 @@ def test_sat3_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) ->
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug (perf report, 2026-12-01): with two D/T/H evaluations in flight the "
-    "shared model server was restarted mid-run and a child's gate evaluation failed with "
-    "'ServerError: no endpoint' at close_endpoint (serving.py); K=1 is not affected",
-)
 def test_dth_builds_in_flight_give_the_same_candidates_as_one_at_a_time(tmp_path: Path) -> None:
     """The quickstart's shape (D/T/H builds, generational, K=2): two children are built,
     trained and evaluated at once, and the candidates, models and champion are those of

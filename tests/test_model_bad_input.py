@@ -81,3 +81,14 @@ def test_a_template_path_is_relative_to_the_recipe(
     missing = _recipe(tmp_path, {"p": GOOD_MODEL}, {"model": "p", "template": "gone.j2"})
     err = _refused(missing, tmp_path)
     assert f"cannot read template {recipe.parent / 'gone.j2'}" in err
+
+
+def test_an_evaluation_model_on_the_ray_executor(tmp_path: Path) -> None:
+    # the gateway's sockets live on this host: a Ray worker's agent could not reach them
+    recipe = _recipe(tmp_path, {"m": GOOD_MODEL}, {"model": "m"})
+    data = yaml.safe_load(recipe.read_text())
+    data["evaluator"]["config"]["model"] = "m"
+    data["evaluator"]["executor"] = {"kind": "ray"}
+    recipe.write_text(yaml.safe_dump(data))
+    line = _refused(recipe, tmp_path)
+    assert "evaluator.config.model" in line and "ray executor cannot" in line

@@ -3,9 +3,10 @@
 
 ``python3 tasks/terminal/generate.py`` rewrites every task folder from the table below.
 Each task has ``task.toml``, ``instruction.md``, ``environment/`` (a Dockerfile that only
-copies the inputs into ``/app``, plus the inputs), ``solution/solve.sh`` (the oracle:
-it scores 1.0) and ``tests/test.sh``. No task needs the network. Paths also work through
-rsiframe's ``RSI_*`` variables, so the ``local`` engine's process fallback runs them too.
+copies the inputs into ``/app`` and, for some, adds Debian packages; plus the inputs),
+``solution/solve.sh`` (the oracle: it scores 1.0) and ``tests/test.sh``. No task needs the
+network. Paths also work through rsiframe's ``RSI_*`` variables, so the ``local`` engine's
+process fallback runs them too.
 """
 
 from __future__ import annotations
@@ -38,9 +39,19 @@ network_mode = "no-network"
 
 DOCKERFILE = """\
 FROM debian:bookworm-slim
-WORKDIR /app
+{packages}WORKDIR /app
 COPY . /app
 """
+
+#: Debian packages a task's image adds (its Dockerfile only adds packages, so the docker
+#: sandbox builds it offline FROM rsiframe-base:bookworm; see rsiframe/taskimage.py).
+#: The bwrap and process sandboxes use the host's own tools: keep these installed there.
+PACKAGES = {"json-extract": ["jq"], "csv-sum": ["bc"]}
+
+INSTALL = (
+    "RUN apt-get update && apt-get install -y --no-install-recommends {names} \\\n"
+    "    && rm -rf /var/lib/apt/lists/*\n"
+)
 
 TEST_SH = """\
 #!/bin/bash
@@ -112,7 +123,7 @@ TASKS: dict[str, tuple[str, str, dict[str, str], str, str]] = {
         "`/app/sales.csv` has a header row and an `amount` column. Write the sum of that "
         "column (an integer) to `/app/total.txt`.",
         {"sales.csv": "id,item,amount\n1,pen,12\n2,ink,30\n3,pad,7\n4,pen,51\n"},
-        "awk -F, 'NR>1 {s+=$3} END {print s}' sales.csv > total.txt",
+        "tail -n +2 sales.csv | cut -d, -f3 | paste -sd+ | bc > total.txt",
         '[ "$(tr -d " \\n" < total.txt)" = "100" ]',
     ),
     "rename-ext": (
@@ -154,8 +165,7 @@ TASKS: dict[str, tuple[str, str, dict[str, str], str, str]] = {
         "data",
         "Write the value of `server.port` in `/app/config.json` to `/app/port.txt`.",
         {"config.json": '{"server": {"host": "localhost", "port": 8431}, "debug": false}\n'},
-        "python3 -c \"import json; print(json.load(open('config.json'))['server']['port'])\""
-        " > port.txt",
+        "jq -r .server.port config.json > port.txt",
         '[ "$(tr -d " \\n" < port.txt)" = "8431" ]',
     ),
     "make-archive": (
@@ -273,7 +283,9 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
         _write(root / "task.toml", TASK_TOML.format(category=category))
         _write(root / "instruction.md", instruction + "\n")
-        _write(root / "environment" / "Dockerfile", DOCKERFILE)
+        names = " ".join(PACKAGES.get(name, []))
+        install = INSTALL.format(names=names) if names else ""
+        _write(root / "environment" / "Dockerfile", DOCKERFILE.format(packages=install))
         for rel, text in inputs.items():
             _write(root / "environment" / rel, text)
         if name == "extract-archive":

@@ -1,4 +1,4 @@
 #!/bin/bash
 set -e
 cd "${RSI_APP:-/app}"
-awk -F, 'NR>1 {s+=$3} END {print s}' sales.csv > total.txt
+tail -n +2 sales.csv | cut -d, -f3 | paste -sd+ | bc > total.txt

@@ -1,4 +1,4 @@
 #!/bin/bash
 set -e
 cd "${RSI_APP:-/app}"
-python3 -c "import json; print(json.load(open('config.json'))['server']['port'])" > port.txt
+jq -r .server.port config.json > port.txt
