@@ -229,7 +229,7 @@ class DockerSandbox(Sandbox):
                     container = self.client.containers.run(**spec)
                 except Exception as exc:
                     raise SandboxError(f"cannot start a container: {exc}") from exc
-                timed_out, overflow, code = self._wait(
+                timed_out, overflow, code, oom = self._wait(
                     container, start, timeout, output_cap, out, err
                 )
                 stdout, t1 = _read_capped(out, output_limit)
@@ -244,13 +244,17 @@ class DockerSandbox(Sandbox):
             stderr=stderr,
             truncated=t1 or t2,
             output_exceeded=overflow,
+            # the kernel killed a process at the container's memory limit: named, as the
+            # bubblewrap sandbox's memory cgroup names it
+            limit=f"it passed its memory limit of {memory_mb} MiB" if oom else None,
         )
 
     def _wait(
         self, container: Any, start: float, timeout: float, cap: int | None, out: Any, err: Any
-    ) -> tuple[bool, bool, int | None]:
+    ) -> tuple[bool, bool, int | None, bool]:
         """Wait for the container, killing it past the time limit or the output cap; it is
-        removed either way (with every process in it)."""
+        removed either way (with every process in it). The last item: Docker saw an OOM
+        kill in it."""
         timed_out = overflow = False
         result: dict[str, Any] = {}
         done = threading.Event()
@@ -274,9 +278,15 @@ class DockerSandbox(Sandbox):
                     overflow = True
                     break
         finally:
+            oom = False
+            try:
+                container.reload()
+                oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
+            except Exception:  # gone already: nothing more to learn
+                pass
             container.remove(force=True)
             done.wait(30)
-        return timed_out, overflow, None if timed_out else result.get("StatusCode")
+        return timed_out, overflow, None if timed_out else result.get("StatusCode"), oom
 
 
 def _read_capped(f: Any, limit: int) -> tuple[bytes, bool]:

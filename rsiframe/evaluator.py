@@ -75,7 +75,11 @@ class TaskLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    memory_mb: int = Field(4096, gt=0, description="address space of each process (MiB)")
+    memory_mb: int = Field(
+        4096,
+        gt=0,
+        description="memory of all its processes (MiB; memory cgroup, else RLIMIT_AS per process)",
+    )
     pids: int = Field(512, gt=0, description="processes at once (pids cgroup, else RLIMIT_NPROC)")
     tmp_mb: int = Field(512, gt=0, description="size of the private /tmp (bubblewrap)")
     app_mb: int = Field(1024, gt=0, description="what /app and /logs/agent may hold")
@@ -148,9 +152,9 @@ Put = Callable[[bytes], str]
 
 
 def _code_digest() -> str:
-    from rsiframe import build, contamination, sandbox, serving
+    from rsiframe import build, cgroups, contamination, sandbox, serving
 
-    modules = (sandbox, build, contamination, serving, taskimage)
+    modules = (sandbox, cgroups, build, contamination, serving, taskimage)
     sources = [Path(__file__).read_bytes(), *(Path(m.__file__).read_bytes() for m in modules)]
     return sha256_bytes(b"\0".join(sources))
 
@@ -215,6 +219,7 @@ class LocalEngine:
                 max_request_tokens=b.serve.max_request_tokens,
                 memory_mb=b.serve.memory_mb,
                 start_timeout_s=b.serve.start_timeout_s,
+                cancel=not faults.off("serve_cancel"),  # off: the self-test's proof only
             )
 
     def protect(self, tasks: dict[str, list[Task]]) -> None:
@@ -597,6 +602,8 @@ def _phase(res: ProcResult) -> dict[str, Any]:
         "truncated": res.truncated,
         "stdout_tail": res.stdout[-TAIL:].decode(errors="replace"),
         "stderr_tail": res.stderr[-TAIL:].decode(errors="replace"),
+        # a limit no cgroup could hold is said, never dropped silently
+        **({"limits_fallback": res.fallbacks} if res.fallbacks else {}),
     }
 
 

@@ -2,7 +2,9 @@
 
 Set ``RSIFRAME_FAULT`` to ``kill:<point>[:<n>]`` (die the n-th time the point is
 reached, default 1) or ``torn:<event type>[:<n>]`` (write half of that event's
-line, then die). Points are ``after:<event type>`` (right after an event is
+line, then die), or ``off:<protection>`` (the integrity self-test's proof that a scenario
+catches what it claims: that one protection behaves as before its fix; see :func:`off`).
+Points are ``after:<event type>`` (right after an event is
 durable) and ``stage:<name>`` (on entering a stage: select, rollout, analyze,
 mutate, validate, novelty, evaluate, task, gate, record, reflect). Unset, every
 call here is a dictionary lookup and nothing else.
@@ -48,3 +50,17 @@ def tear(event_type: str) -> bool:
     key = "torn:" + event_type
     _counts[key] = _counts.get(key, 0) + 1
     return _counts[key] == _SPEC[2]
+
+
+#: the protections ``off:<name>`` can switch off, each as it was before its fix
+PROTECTIONS = {
+    "cache_mac": "a build-cache entry is not checked against its manifest's HMAC",
+    "serve_cancel": "the model server does not cancel a request whose client left",
+}
+
+
+def off(protection: str) -> bool:
+    """True when ``RSIFRAME_FAULT=off:<protection>`` switches that protection off (only
+    for the self-test: it shows the scenario fails without it). Never set in a real run:
+    the sandbox refuses every ``RSIFRAME_`` variable, so a candidate cannot set it."""
+    return _SPEC is not None and _SPEC[0] == "off" and _SPEC[1] == protection

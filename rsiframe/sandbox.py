@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rsiframe.cgroups import RunCgroups
 from rsiframe.errors import SandboxError
 from rsiframe.keys import key_dir, protected_folders
 
@@ -74,6 +75,8 @@ class ProcResult:
     output_exceeded: bool = False
     #: the resource limit that ended the run (:class:`Limits`), in words; None if none did
     limit: str | None = None
+    #: limits held only by a per-process rlimit because no cgroup could hold them, in words
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -155,9 +158,12 @@ def exposed(mounts: Sequence[Mount]) -> list[str]:
 class Limits:
     """Resource limits of one sandboxed run, beyond time and output.
 
-    ``memory_mb`` is the address space of each process (``RLIMIT_AS``); ``pids`` the
-    processes of the whole run (a pids cgroup where this host lets rsiframe make one,
-    else ``RLIMIT_NPROC``, which binds only when the sandbox's host uid is not root);
+    ``memory_mb`` is the memory of all the run's processes together (a memory cgroup,
+    :mod:`rsiframe.cgroups`; where none can be made, the address space of each process,
+    ``RLIMIT_AS``); ``pids`` the processes of the whole run (a pids cgroup, else
+    ``RLIMIT_NPROC``, which binds only inside bubblewrap's user namespace). A limit left
+    to an rlimit is named in :attr:`ProcResult.fallbacks` (an error where
+    :func:`rsiframe.cgroups.required`);
     ``tmp_mb`` the size of bubblewrap's private ``/tmp`` (writes past it fail with
     ENOSPC); ``file_mb`` the size of any one file written (``RLIMIT_FSIZE``); ``watch``
     folders whose total size, past the given bytes, ends the run. A run ended by a limit
@@ -187,60 +193,6 @@ def limit_prefix(limits: Limits, *, nproc: bool) -> list[str]:
     if binary is None:
         raise SandboxError("resource limits need prlimit (util-linux), which is not installed")
     return [binary, *opts, "--"]
-
-
-_PIDS_V1 = Path("/sys/fs/cgroup/pids")
-
-
-@functools.cache
-def _pids_root() -> Path | None:
-    """Where this process may make pids cgroups (cgroup v1's pids hierarchy, under the
-    cgroup it is in), or None."""
-    try:
-        rows = Path("/proc/self/cgroup").read_text().splitlines()
-        own = next(r.split(":", 2)[2] for r in rows if r.split(":", 2)[1] == "pids")
-        root = _PIDS_V1 / own.lstrip("/") / "rsiframe"
-        root.mkdir(exist_ok=True)
-        probe = root / f"probe-{os.getpid()}"
-        probe.mkdir(exist_ok=True)
-        (probe / "pids.max").write_text("8")
-        probe.rmdir()
-        return root
-    except (OSError, StopIteration, IndexError):
-        return None
-
-
-class PidCgroup:
-    """A pids cgroup for one run: the command joins it before anything else starts."""
-
-    def __init__(self, limit: int) -> None:
-        root = _pids_root()
-        if root is None:
-            raise OSError("no pids cgroup here")
-        self.path = root / f"run-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
-        self.path.mkdir()
-        (self.path / "pids.max").write_text(str(int(limit)))
-        self.limit = limit
-
-    def prefix(self) -> list[str]:
-        join = 'echo 0 > "$0/cgroup.procs" && exec "$@"'
-        return ["/bin/sh", "-c", join, str(self.path)]
-
-    def hit(self) -> bool:
-        with contextlib.suppress(OSError, ValueError):
-            for line in (self.path / "pids.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "max" and int(value) > 0:
-                    return True
-        return False
-
-    def remove(self) -> None:
-        for _ in range(40):  # the pid namespace dies asynchronously after the kill
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                time.sleep(0.05)
 
 
 def folder_size(path: Path, stop: int) -> int:
@@ -281,7 +233,7 @@ def _execute(
     output_limit: int,
     output_cap: int | None = None,
     watch: tuple[tuple[Path, int], ...] = (),
-    cgroup: PidCgroup | None = None,
+    cgroup: RunCgroups | None = None,
 ) -> ProcResult:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
@@ -305,9 +257,14 @@ def _execute(
         breached: list[str] = []
         ticks = [0]  # the folders in ``watch`` are measured every twentieth tick (1 s)
 
+        def stop() -> None:
+            kill_group(proc)
+            if cgroup is not None:  # also what left the group (the cgroup holds all)
+                cgroup.kill()
+
         def on_timeout() -> None:
             expired.set()
-            kill_group(proc)
+            stop()
 
         def watching() -> None:
             deadline = start + timeout
@@ -318,13 +275,13 @@ def _execute(
                 sizes = (os.fstat(f.fileno()).st_size for f in (out, err))
                 if output_cap is not None and any(n > output_cap for n in sizes):
                     overflow.set()
-                    kill_group(proc)
+                    stop()
                     return
                 ticks[0] += 1
                 why = _breach(watch if ticks[0] % 20 == 0 else (), cgroup)
                 if why:
                     breached.append(why)
-                    kill_group(proc)
+                    stop()
                     return
 
         # without a hard output cap, a timer rather than polling: it costs nothing per run
@@ -370,10 +327,10 @@ def _execute(
     )
 
 
-def _breach(watch: tuple[tuple[Path, int], ...], cgroup: PidCgroup | None) -> str | None:
+def _breach(watch: tuple[tuple[Path, int], ...], cgroup: RunCgroups | None) -> str | None:
     """The limit a running command has broken, in words, or None."""
-    if cgroup is not None and cgroup.hit():
-        return f"it reached its limit of {cgroup.limit} processes"
+    if cgroup is not None and (why := cgroup.breach()):
+        return why
     for folder, cap in watch:
         if folder_size(folder, cap) > cap:
             return f"{folder.name} grew past {cap >> 20} MiB"
@@ -480,9 +437,11 @@ class Sandbox:
         are kept, and a stream that grows past ``output_cap`` kills the tree, as does a
         broken :class:`Limits` (named in :attr:`ProcResult.limit`)."""
         cgroup = None
-        if limits is not None and limits.pids is not None:
-            with contextlib.suppress(OSError):
-                cgroup = PidCgroup(limits.pids)
+        if limits is not None and (limits.pids is not None or limits.memory_mb is not None):
+            # raises where a limit has no cgroup and cgroups.required() says it must
+            cgroup = RunCgroups(pids=limits.pids, memory_mb=limits.memory_mb)
+            if "memory" in cgroup.made:  # the cgroup holds it: no address-space rlimit
+                limits = dataclasses.replace(limits, memory_mb=None)
         try:
             cmd, host_cwd, host_env = self.launch(
                 argv,
@@ -494,16 +453,20 @@ class Sandbox:
                 hide=hide,
                 setup_root=setup_root,
                 limits=limits,
-                nproc=cgroup is None,
+                nproc=cgroup is None or "pids" not in cgroup.made,
             )
             if cgroup is not None:
                 cmd = [*cgroup.prefix(), *cmd]
             watch = limits.watch if limits is not None else ()
-            return _execute(
+            res = _execute(
                 cmd, host_cwd, host_env, timeout, output_limit, output_cap, watch, cgroup
             )
+            if cgroup is not None:
+                res.fallbacks = cgroup.fallbacks()
+            return res
         finally:
             if cgroup is not None:
+                cgroup.kill()  # nothing in the run's cgroups outlives it
                 cgroup.remove()
 
 

@@ -495,6 +495,9 @@ class Limits:
 
     max_tokens: int = 512
     request_tokens: int = 32768
+    #: stop a request whose client left or whose evaluation ended (off only for the
+    #: integrity self-test's proof, ``--no-cancel``: the behaviour before the fix)
+    cancel: bool = True
 
 
 @dataclass
@@ -790,6 +793,8 @@ def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
                 return True
 
         def _cancelled(self) -> bool:
+            if not api.limits.cancel:
+                return False
             return api.ep.closed.is_set() or self._client_gone()
 
         def _serve(self, method: str) -> None:
@@ -863,7 +868,8 @@ class Server:
             ep.closed.set()
             httpd.shutdown()
             httpd.server_close()
-            ep.close(timeout=CLOSE_WAIT_S)
+            # nothing to wait for when requests are not stopped (the self-test's proof only)
+            ep.close(timeout=CLOSE_WAIT_S if self.limits.cancel else 0)
             del self.endpoints[name]
             return {"ok": True, "usage": ep.usage()}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -978,8 +984,11 @@ class ModelServer:
         max_request_tokens: int = 32768,
         memory_mb: int | None = None,
         start_timeout_s: float = 300.0,
+        cancel: bool = True,
     ) -> None:
         self.sandbox = sandbox
+        #: False only for the self-test's proof (``faults.off("serve_cancel")``)
+        self.cancel = cancel
         self.models_root = models_root
         self.backend = backend
         self.threads = threads
@@ -1046,6 +1055,7 @@ class ModelServer:
             str(self.max_tokens),
             "--max-request-tokens",
             str(self.max_request_tokens),
+            *([] if self.cancel else ["--no-cancel"]),
         ]
         # CUDA maps far more address space than it uses: the limit binds the CPU backend only
         memory = self.memory_mb if self.backend == "transformers" else None
@@ -1185,6 +1195,7 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument(
         "--max-request-tokens", type=int, default=32768, help="cap on prompts * n * max_tokens"
     )
+    srv.add_argument("--no-cancel", action="store_true", help=argparse.SUPPRESS)
     fwd = sub.add_parser("forward", help="in-sandbox forwarder: run a command against a socket")
     fwd.add_argument("--socket", required=True)
     fwd.add_argument("command", nargs=argparse.REMAINDER)
@@ -1197,7 +1208,8 @@ def main(argv: list[str] | None = None) -> int:
         kind = "vllm" if vllm_usable() else "transformers"
     backend = (VllmBackend if kind == "vllm" else TransformersBackend)(args.max_batch)
     print(json.dumps({"ok": True, "ready": True, "backend": kind}), flush=True)
-    Server(backend, Limits(args.max_tokens, args.max_request_tokens)).loop(sys.stdin, sys.stdout)
+    limits = Limits(args.max_tokens, args.max_request_tokens, cancel=not args.no_cancel)
+    Server(backend, limits).loop(sys.stdin, sys.stdout)
     return 0
 
 

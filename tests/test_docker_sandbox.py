@@ -84,6 +84,8 @@ def test_memory_and_output_limits(docker_sb, tmp_path: Path) -> None:
     hog = "python3 -c 'x = bytearray(400 << 20); print(len(x))'"
     res = _run(docker_sb, hog, tmp_path, memory_mb=128)
     assert not res.ok
+    assert res.limit == "it passed its memory limit of 128 MiB"  # named, as under bwrap
+    assert _run(docker_sb, "true", tmp_path, memory_mb=128).limit is None
     res = _run(docker_sb, "yes | head -c 5000000", tmp_path, output_limit=1000)
     assert len(res.stdout) == 1000 and res.truncated
     res = _run(docker_sb, "yes", tmp_path, output_cap=100_000, timeout=60)

@@ -217,33 +217,52 @@ def test_bwrap_env_is_rebuilt(box: tuple[Mount, Path], monkeypatch: pytest.Monke
     assert set(env) <= {*expected, "GIVEN", "PWD", "SHLVL", "_", "OLDPWD"}
 
 
+def _writer(path: str) -> str:
+    """A shell loop that appends to ``path`` every 50 ms for as long as it lives."""
+    return f"while :; do echo x >> {path}; sleep 0.05; done"
+
+
+def _quiet(path: Path, within: float = 10.0) -> bool:
+    """True once nothing writes ``path`` any more: its size holds still for half a second,
+    within ``within`` s. No timing guess: bubblewrap's PID namespace dies a moment after
+    the command returns (longer on a loaded host), but a writer that outlived the run
+    keeps writing every 50 ms and never holds still."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        before = path.stat().st_size if path.exists() else -1
+        time.sleep(0.5)
+        if before == (path.stat().st_size if path.exists() else -1):
+            return True
+    return False
+
+
 @needs_bwrap
 def test_bwrap_timeout_kills_the_whole_tree(box: tuple[Mount, Path]) -> None:
     m, host = box
     script = (
-        "(sleep 0.6; echo late > /box/late.txt) & "
-        "setsid sh -c 'sleep 0.6; echo late > /box/escaped.txt' & "
+        f"({_writer('/box/late.txt')}) & "
+        f"setsid sh -c '{_writer('/box/escaped.txt')}' & "
         "echo started; sleep 30"
     )
     start = time.monotonic()
-    res = _sh(BwrapSandbox(), script, [m], timeout=0.3)
-    assert time.monotonic() - start < 10
+    # 3 s: room for bubblewrap to start on a loaded host before the timeout
+    res = _sh(BwrapSandbox(), script, [m], timeout=3)
+    assert time.monotonic() - start < 20
     assert res.timed_out
     assert res.exit_code is None
     assert not res.ok
     assert res.stdout == b"started\n"
-    time.sleep(0.8)
-    assert not (host / "late.txt").exists()
-    assert not (host / "escaped.txt").exists()
+    assert (host / "late.txt").exists() and (host / "escaped.txt").exists()  # they ran
+    assert _quiet(host / "late.txt")
+    assert _quiet(host / "escaped.txt")
 
 
 @needs_bwrap
 def test_bwrap_background_process_dies_with_the_command(box: tuple[Mount, Path]) -> None:
     m, host = box
-    res = _sh(BwrapSandbox(), "(sleep 0.5; echo late > /box/late.txt) & exit 0", [m])
+    res = _sh(BwrapSandbox(), f"({_writer('/box/late.txt')}) & sleep 0.2; exit 0", [m])
     assert res.ok
-    time.sleep(1.0)
-    assert not (host / "late.txt").exists()
+    assert _quiet(host / "late.txt")
 
 
 @needs_bwrap
@@ -311,17 +330,12 @@ def test_process_timeout_kills_its_process_group(box: tuple[Mount, Path]) -> Non
     m, host = box
     late = host / "late.txt"
     start = time.monotonic()
-    res = _sh(
-        ProcessSandbox(),
-        f"(sleep 0.6; echo late > {late}) & echo started; sleep 30",
-        [m],
-        timeout=0.3,
-    )
-    assert time.monotonic() - start < 10
+    res = _sh(ProcessSandbox(), f"({_writer(str(late))}) & echo started; sleep 30", [m], timeout=3)
+    assert time.monotonic() - start < 20
     assert res.timed_out and res.exit_code is None
     assert res.stdout == b"started\n"
-    time.sleep(0.8)
-    assert not late.exists()
+    assert late.exists()  # it ran
+    assert _quiet(late)
 
 
 def test_process_output_limit(box: tuple[Mount, Path]) -> None:
@@ -430,14 +444,15 @@ def test_bwrap_daemon_that_escapes_with_setsid_dies(box: tuple[Mount, Path]) -> 
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
-        "        time.sleep(0.6)\n"
-        "        open('/box/daemon.txt', 'w').write('alive')\n"
+        "        while True:\n"
+        "            open('/box/daemon.txt', 'a').write('alive')\n"
+        "            time.sleep(0.05)\n"
         "    os._exit(0)\n"
+        "time.sleep(0.2)\n"
     )
     res = BwrapSandbox().run([sys.executable, "-c", daemon], mounts=[m], cwd=m, env={}, timeout=20)
     assert res.ok, res.stderr
-    time.sleep(1.2)
-    assert not (host / "daemon.txt").exists()
+    assert _quiet(host / "daemon.txt")
 
 
 @needs_bwrap

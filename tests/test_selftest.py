@@ -55,6 +55,42 @@ def test_a_broken_guarantee_fails_the_scenario(monkeypatch: pytest.MonkeyPatch) 
     assert "verify passed a tampered archive" in result.problems
 
 
+@pytest.mark.parametrize("name", ["cache_edited_model", "cache_forged_manifest"])
+def test_the_cache_scenarios_fail_with_the_manifest_hmac_off(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As before the fix (no HMAC over the cache manifest), an edited entry is reused."""
+    from rsiframe import faults
+
+    assert run_trial(name, 0, seed=5).passed
+    monkeypatch.setattr(faults, "_SPEC", ("off", "cache_mac", 1))
+    result = run_trial(name, 0, seed=5)
+    assert not result.passed
+    assert any("was reused" in p for p in result.problems), result.problems
+
+
+@pytest.mark.e2e
+def test_the_saboteur_scenario_fails_when_the_server_does_not_cancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As before the fix (abandoned requests run on), the honest child times out."""
+    from rsiframe import faults
+
+    monkeypatch.setattr(faults, "_SPEC", ("off", "serve_cancel", 1))
+    result = run_trial("saboteur", 0, seed=5)
+    assert not result.passed
+    assert any("scores changed" in p and "timed out" in p for p in result.problems)
+
+
+def test_the_report_names_a_protection_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rsiframe import faults
+    from rsiframe.selftest.runner import run_selftest
+
+    monkeypatch.setattr(faults, "_SPEC", ("off", "cache_mac", 1))
+    report = run_selftest(1, ["cache_edited_model"], seed=1)
+    assert report.protections_off == ["cache_mac"] and not report.ok
+
+
 def test_the_command_reports_per_scenario_as_json() -> None:
     res = cli("selftest", "integrity", "--scenario", "forged_event", "-n", "1", "--json")
     assert res.exit_code == 0, res.stderr

@@ -134,8 +134,53 @@ def cache_forged_manifest(t: Trial) -> list[str]:
     return ["unreachable"]
 
 
+#: a train step that needs no torch: a "model" the model check accepts, its weights a
+#: digest of the dataset (so a rebuild gives the same bytes), and a count of its runs
+TRAIN = r"""import hashlib, json, os
+out = os.environ["RSI_MODEL_OUT"]
+data = open(os.path.join(os.environ["RSI_DATASET"], "train.jsonl"), "rb").read()
+open(os.path.join(out, "model.safetensors"), "wb").write(hashlib.sha256(data).digest() * 64)
+json.dump({"model_type": "gpt2"}, open(os.path.join(out, "config.json"), "w"))
+json.dump({"version": "1.0"}, open(os.path.join(out, "tokenizer.json"), "w"))
+"""
+
+
+def cache_edited_model(t: Trial) -> list[str]:
+    """A cached model's weights are edited between runs and its manifest rewritten to
+    match: the next build refuses the entry, names why, and trains the model again."""
+    cand = _candidate(t.root, t.rng, {})
+    (cand / "trainer" / "train.py").write_text(TRAIN)
+    cfg = BuildConfig(data="python3 generate.py", train="python3 train.py", data_timeout_s=60)
+    sb = make_sandbox(t.sandbox)
+    (t.root / "work").mkdir(parents=True, exist_ok=True)
+    first = Builder(cfg, sb, t.root / "work", t.root / "cache").build(cand, lambda data: "")
+    weights = first.model.dir / "model.safetensors"
+    original = weights.read_bytes()
+    edited = bytearray(original)
+    edited[t.rng.randrange(len(edited))] ^= 1 << t.rng.randrange(8)
+    weights.write_bytes(bytes(edited))
+    entry = first.model.dir.parent
+    files = {
+        p.relative_to(first.model.dir).as_posix(): sha256_file(p)
+        for p in sorted(first.model.dir.rglob("*"))
+        if p.is_file()
+    }
+    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest.update(files=files, digest=sha256_json(files))
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    # a fresh builder, as in the next run: nothing remembered in memory
+    again = Builder(cfg, sb, t.root / "work", t.root / "cache").build(cand, lambda data: "")
+    problems = []
+    if again.model.cached or again.model.dir.joinpath("model.safetensors").read_bytes() != original:
+        problems.append("the edited model was reused")
+    if "failed verification" not in again.model.note:
+        problems.append(f"the rebuild does not say why: {again.model.note!r}")
+    return problems
+
+
 BUILD_SCENARIOS = {
     "contamination_everywhere": contamination_everywhere,
     "cache_isolation": cache_isolation,
     "cache_forged_manifest": cache_forged_manifest,
+    "cache_edited_model": cache_edited_model,
 }

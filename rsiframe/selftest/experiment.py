@@ -199,12 +199,6 @@ elif mode == "exhaust":  # resources past the task's limits (see the scenario)
         out.append("tmp WROTE")
     except OSError:
         out.append("tmp blocked")
-    try:
-        blob = bytearray(768 << 20)
-        out.append("memory GOT")
-        del blob
-    except MemoryError:
-        out.append("memory blocked")
     logs = os.environ.get("RSI_LOGS", "/logs") + "/agent"
     for i in range(20):
         with open("%s/%02d.log" % (logs, i), "wb") as f:
@@ -220,6 +214,15 @@ elif mode == "exhaust":  # resources past the task's limits (see the scenario)
         print("forked", len(procs), flush=True)
         for p in procs:
             p.wait()
+    elif PARAMS["variant"] == "memory":  # the memory cgroup ends it (else RLIMIT_AS refuses)
+        try:
+            blob = bytearray(768 << 20)
+            print("memory GOT", flush=True)
+            del blob
+        except MemoryError:
+            print("memory blocked", flush=True)
+        import time
+        time.sleep(30)
     elif PARAMS["variant"] == "app":
         with open("flood.bin", "wb") as f:
             for _ in range(64):

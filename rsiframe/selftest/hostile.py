@@ -164,8 +164,8 @@ LIMITS = {"memory_mb": 512, "pids": 64, "tmp_mb": 16, "app_mb": 32, "artifacts_m
 
 
 def exhaust(t: Trial) -> list[str]:
-    """The agent fills /tmp, memory, its logs, and forks 150 processes or floods /app."""
-    variant = t.rng.choice(["fork", "app", "logs"])
+    """The agent fills /tmp and its logs, and forks 150 processes, takes 768 MiB or floods /app."""
+    variant = t.rng.choice(["fork", "memory", "app", "logs"])
     victims = t.rng.sample(["c0001", "c0002", "c0003"], t.rng.randint(1, 2))
     params = {"mode": "exhaust", "variant": variant, "victims": victims, "level": 0}
     exp = t.experiment(generations=2, children=2, params=params)
@@ -190,12 +190,20 @@ def exhaust(t: Trial) -> list[str]:
                         continue
                     seen += 1
                     where = f"{c.id}/{a.split}/{task}"
-                    if "tmp blocked" not in out or "memory blocked" not in out:
+                    if "tmp blocked" not in out or "memory GOT" in out:
                         problems.append(f"{where}: /tmp or memory not limited: {out[:120]!r}")
                     error = traj.get("error") or ""
-                    want = {"fork": "limit of 64 processes", "app": "app grew past 32 MiB"}
+                    want = {
+                        "fork": "limit of 64 processes",
+                        "memory": "memory limit of 512 MiB",
+                        "app": "app grew past 32 MiB",
+                    }
                     if variant in want and want[variant] not in error:
                         problems.append(f"{where}: {variant} not ended by its limit: {error!r}")
+                    # a limit held by an rlimit only is said; with cgroups it never is
+                    fallback = traj.get("agent", {}).get("limits_fallback")
+                    if fallback:
+                        problems.append(f"{where}: limits without a cgroup: {fallback}")
                     if variant == "logs" and len(traj.get("artifacts_dropped", [])) < 10:
                         problems.append(f"{where}: agent logs stored past the artifacts cap")
     if not seen:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 from rich.table import Table
 
+from rsiframe import faults
 from rsiframe.errors import RsiError
 from rsiframe.sandbox import make_sandbox
 from rsiframe.selftest.scenarios import SCENARIOS, Trial
@@ -43,6 +44,9 @@ class ScenarioResult(BaseModel):
 class SelftestReport(BaseModel):
     ok: bool
     isolation: str
+    #: protections switched off with ``RSIFRAME_FAULT=off:NAME`` (the proof that a scenario
+    #: fails without its fix); empty in every real self-test
+    protections_off: list[str] = []
     trials: int
     seed: int
     seconds: float
@@ -128,6 +132,7 @@ def run_selftest(
         )
     return SelftestReport(
         ok=all(r.failed == 0 for r in results),
+        protections_off=[p for p in faults.PROTECTIONS if faults.off(p)],
         isolation=make_sandbox(sandbox).isolation if engine == "local" else f"{engine}:bwrap",
         trials=trials,
         seed=base,
@@ -139,7 +144,8 @@ def run_selftest(
 def table(report: SelftestReport) -> Table:
     t = Table(
         title=f"integrity self-test: {report.trials} trial(s) per scenario, "
-        f"isolation {report.isolation}, seed {report.seed}",
+        f"isolation {report.isolation}, seed {report.seed}"
+        + "".join(f"; PROTECTION OFF: {p}" for p in report.protections_off),
         title_justify="left",
     )
     for col, justify in (

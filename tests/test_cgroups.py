@@ -1,0 +1,138 @@
+"""rsiframe.cgroups: the pids and memory cgroups of one sandboxed run, made and removed for
+real (cgroup v1, as root); the fallback without them is named, or an error in CI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rsiframe import cgroups
+from rsiframe.errors import SandboxError
+from rsiframe.sandbox import Limits, Mount, ProcessSandbox
+
+
+def _root(controller: str) -> Path:
+    root = cgroups.root(controller)
+    if isinstance(root, str):
+        if cgroups.required():
+            pytest.fail(f"RSIFRAME_REQUIRE_BWRAP is set but there is no {controller} cgroup")
+        pytest.skip(f"platform limit: no cgroup v1 {controller} hierarchy here: {root}")
+    return root
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_threads_asking_at_once_all_get_the_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two first calls at once used to collide on one probe name and leave the whole
+    process on RLIMIT_NPROC; now every call gets the folder."""
+    _root("pids")
+    for _ in range(50):
+        monkeypatch.setattr(cgroups, "_roots", {})
+        got: list[object] = []
+        barrier = threading.Barrier(4)
+
+        def ask(barrier: threading.Barrier = barrier, got: list[object] = got) -> None:
+            barrier.wait()
+            got.append(cgroups.root("pids"))
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(isinstance(r, Path) for r in got), got
+
+
+def test_stale_cgroups_of_dead_processes_are_removed() -> None:
+    root = _root("pids")
+    dead = root / f"run-{_dead_pid()}-1-{time.monotonic_ns()}"
+    alive = root / f"run-{os.getpid()}-1-{time.monotonic_ns()}"
+    dead.mkdir()
+    alive.mkdir()
+    try:
+        cgroups.clean_stale(root)
+        assert not dead.exists()
+        assert alive.exists()  # a live rsiframe process's cgroup is left alone
+    finally:
+        for d in (dead, alive):
+            if d.exists():
+                d.rmdir()
+
+
+def test_a_run_kills_what_escaped_its_group_and_leaves_no_cgroup(tmp_path: Path) -> None:
+    """Under the plain process runner a setsid daemon leaves the process group; the run's
+    cgroups still hold it, so it dies with the run, and the cgroups are removed."""
+    root = _root("pids")
+    before = {p.name for p in root.iterdir() if p.name.startswith(f"run-{os.getpid()}-")}
+    late = tmp_path / "daemon.txt"
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    while True:\n"
+        f"        open({str(late)!r}, 'a').write('x')\n"
+        "        time.sleep(0.05)\n"
+        "time.sleep(0.3)\n"
+    )
+    m = Mount(tmp_path, "/box", writable=True)
+    res = ProcessSandbox().run(
+        [sys.executable, "-c", daemon],
+        mounts=[m],
+        cwd=m,
+        env={},
+        timeout=20,
+        limits=Limits(pids=32),
+    )
+    assert res.ok and res.fallbacks == []
+    size = late.stat().st_size
+    time.sleep(0.5)
+    assert late.stat().st_size == size  # the daemon is dead
+    after = {p.name for p in root.iterdir() if p.name.startswith(f"run-{os.getpid()}-")}
+    assert after <= before
+
+
+def test_a_memory_breach_is_named(tmp_path: Path) -> None:
+    _root("memory")
+    m = Mount(tmp_path, "/box", writable=True)
+    grab = "b = bytearray(300 << 20); import time; time.sleep(30)"
+    res = ProcessSandbox().run(
+        [sys.executable, "-c", grab],
+        mounts=[m],
+        cwd=m,
+        env={},
+        timeout=20,
+        limits=Limits(memory_mb=100),
+    )
+    assert res.limit == "it passed its memory limit of 100 MiB"
+    assert not res.timed_out
+
+
+def test_a_limit_without_a_cgroup_is_said_or_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cgroups, "_roots", {"pids": "no pids hierarchy (test)"})
+    m = Mount(tmp_path, "/box", writable=True)
+
+    def run() -> list[str]:
+        res = ProcessSandbox().run(
+            ["true"], mounts=[m], cwd=m, env={}, timeout=20, limits=Limits(pids=32)
+        )
+        return res.fallbacks
+
+    monkeypatch.delenv("RSIFRAME_REQUIRE_BWRAP", raising=False)
+    assert run() == [
+        "processes limited by RLIMIT_NPROC only (no pids cgroup: no pids hierarchy (test))"
+    ]
+    monkeypatch.setenv("RSIFRAME_REQUIRE_BWRAP", "1")
+    with pytest.raises(SandboxError, match="no pids hierarchy"):
+        run()
