@@ -1063,27 +1063,40 @@ class ModelServer:
             argv, mounts=[m_models, m_serve, m_script], cwd=m_serve, env=env, memory_mb=memory
         )
         log = (self.dir / "server.log").open("ab")
-        self._proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=host_env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
-        log.close()
         lines: queue.Queue[str | None] = queue.Queue()
-        proc = self._proc
+        spawned: queue.Queue[subprocess.Popen[str] | BaseException] = queue.Queue()
 
         def pump() -> None:
+            # started on this thread, which lives as long as the server's output: bubblewrap's
+            # --die-with-parent follows the thread that started it, not the process, so a
+            # server started on an evaluation's worker thread died when that thread ended
+            try:
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=cwd,
+                    env=host_env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    text=True,
+                    start_new_session=True,
+                )
+            except BaseException as exc:
+                spawned.put(exc)
+                return
+            finally:
+                log.close()
+            spawned.put(proc)
             assert proc.stdout is not None
             for line in proc.stdout:
                 lines.put(line)
             lines.put(None)
 
-        threading.Thread(target=pump, daemon=True).start()
+        threading.Thread(target=pump, daemon=True, name="rsiframe-model-server").start()
+        got = spawned.get()
+        if isinstance(got, BaseException):
+            raise got
+        self._proc = got
         self._lines = lines
         self._ready = False
 

@@ -12,6 +12,7 @@ import http.client
 import json
 import shutil
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -429,3 +430,18 @@ def test_a_llama_model_is_served_too(served) -> None:  # type: ignore[no-untyped
         assert status == 200 and len(body["choices"]) == 2
     finally:
         shutil.rmtree(llama_dir.parent)
+
+
+def test_the_server_outlives_the_thread_that_started_it(tmp_path: Path) -> None:
+    # bubblewrap's --die-with-parent follows the starting thread: a server an evaluation's
+    # worker thread started died when that thread ended, and every open endpoint with it
+    other = ModelServer(make_sandbox("auto"), tmp_path / "models", threads=1)
+    try:
+        starter = threading.Thread(target=other.start)
+        starter.start()
+        starter.join()
+        time.sleep(1.5)
+        assert other._proc is not None and other._proc.poll() is None
+        assert other.call({"op": "ping"})["ok"]
+    finally:
+        other.stop()
