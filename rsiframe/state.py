@@ -413,6 +413,7 @@ class RunState:
         self.tokens += d.tokens
         self.tokens_refused += d.refused or 0
         self.cost += d.cost
+        self.model_calls += d.requests or 0  # the totals are the sum of models_by_slot
         self._by_slot("evaluate", d.tokens, d.cost, d.requests or 0)
 
     def _on_model_call(self, ev: Event, d: E.ModelCall) -> None:
