@@ -254,7 +254,8 @@ def test_a_dth_run_builds_serves_meters_and_records(tmp_path: Path, monkeypatch)
     assert status["budget"]["used"]["model_tokens"] == sum(u["tokens"] for u in usage)
     # the served model's requests count like any model call: totals = the sum of the slots
     evaluate = status["models_by_slot"]["evaluate"]
-    assert status["model_calls"] == evaluate["model_calls"] == sum(u.get("requests") or 0 for u in usage)
+    requests = sum(u.get("requests") or 0 for u in usage)
+    assert status["model_calls"] == evaluate["model_calls"] == requests
     assert status["model_tokens"] == evaluate["model_tokens"]
     seed = status["candidates"][0]
     assert seed["model"]["weights_digest"] and seed["model"]["dataset_digest"]
