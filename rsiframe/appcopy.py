@@ -122,8 +122,9 @@ def freeze(src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000) ->
                 total = _copy(fd, out_dir / name, total, max_bytes)
             finally:
                 os.close(fd)
-            mode = 0o755 if st.st_mode & stat.S_IXUSR else 0o644
-            os.chmod(out_dir / name, mode)
+            # the agent's permission bits are part of its answer (a task may ask for a private
+            # file); set-uid, set-gid and sticky bits are dropped
+            os.chmod(out_dir / name, stat.S_IMODE(st.st_mode) & 0o777)
     for rel in sorted(links):
         target = links[rel]
         if resolves_inside(rel, links):

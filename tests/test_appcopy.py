@@ -32,15 +32,21 @@ def test_links_out_of_app_are_dropped_and_named(tmp_path: Path) -> None:
     os.link(src / "a.txt", src / "hard")
     (src / "run.sh").write_text("#!/bin/sh\n")
     (src / "run.sh").chmod(0o4755)
+    (src / "private").write_text("k")
+    (src / "private").chmod(0o600)
     removed = {r.path: r.reason for r in freeze(src, tmp_path / "dst", max_bytes=1 << 20)}
     assert set(removed) == {"answers.jsonl", "abs", "vlogs", "chain", "sub/out2", "fifo"}
     assert removed["answers.jsonl"] == "symlink leaves /app (-> ../tests/expected.jsonl)"
     dst = tmp_path / "dst"
-    assert sorted(os.listdir(dst)) == ["a.txt", "absin", "hard", "relin", "run.sh", "self", "sub"]
+    assert sorted(os.listdir(dst)) == [
+        *("a.txt", "absin", "hard", "private", "relin", "run.sh", "self", "sub")
+    ]
     assert (dst / "sub" / "viaup").read_text() == "a"
     # the hard link is a copy now; the set-uid bit is gone, the executable bit kept
     assert (dst / "hard").stat().st_nlink == 1 and (dst / "hard").read_text() == "a"
     assert oct((dst / "run.sh").stat().st_mode & 0o7777) == "0o755"
+    # other permission bits are the agent's answer (tasks/terminal/private-file asks for 600)
+    assert oct((dst / "private").stat().st_mode & 0o7777) == "0o600"
 
 
 def test_resolution_follows_the_tree_as_the_kernel_would() -> None:
