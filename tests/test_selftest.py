@@ -73,13 +73,18 @@ def test_the_cache_scenarios_fail_with_the_manifest_hmac_off(
 def test_the_saboteur_scenario_fails_when_the_server_does_not_cancel(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """As before the fix (abandoned requests run on), the honest child times out."""
+    """As before the fix (abandoned requests run on): the scenario fails. Whether the honest
+    child also times out behind the flood depends on the host's speed; that the saboteur's
+    requests were never cancelled is found either way."""
     from rsiframe import faults
 
     monkeypatch.setattr(faults, "_SPEC", ("off", "serve_cancel", 1))
     result = run_trial("saboteur", 0, seed=5)
     assert not result.passed
-    assert any("scores changed" in p and "timed out" in p for p in result.problems)
+    assert any(
+        ("scores changed" in p and "timed out" in p) or "was cancelled" in p
+        for p in result.problems
+    )
 
 
 def test_the_report_names_a_protection_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
