@@ -63,7 +63,7 @@ def write_tasks(root: Path, n: int) -> None:
             'version = "1.0"\n[agent]\ntimeout_sec = 20\n[verifier]\ntimeout_sec = 20\n'
         )
         (t / "instruction.md").write_text("Write your level to /app/answer.txt.\n")
-        (t / "environment" / "Dockerfile").write_text("FROM scratch\n")
+        (t / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
         (t / "tests" / "need.txt").write_text(f"{i}\n")
         (t / "tests" / "test.sh").write_text(TEST_SH)
 

@@ -52,7 +52,7 @@ def _task(
         f"[verifier]\ntimeout_sec = {verifier_timeout}\n"
     )
     (t / "instruction.md").write_text(f"Write {expected} into /app/answer.txt.\n")
-    (t / "environment" / "Dockerfile").write_text("FROM scratch\n")
+    (t / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
     (t / "environment" / "given.txt").write_text("input data\n")
     (t / "tests" / "expected.txt").write_text(expected + "\n")
     (t / "tests" / "test.sh").write_text(test_sh)

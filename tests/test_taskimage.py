@@ -79,6 +79,16 @@ def test_the_shipped_terminal_tasks_only_add_packages() -> None:
     assert {k: v for k, v in found.items() if v} == {"json-extract": ("jq",), "csv-sum": ("bc",)}
 
 
+def test_the_self_test_tasks_run_in_docker_as_written(tmp_path: Path) -> None:
+    # `selftest integrity --sandbox docker` preflights these Dockerfiles like any task set
+    from rsiframe.selftest.experiment import build
+
+    exp = build(tmp_path / "exp", seed=1)
+    files = sorted(exp.tasks.glob("*/environment/Dockerfile"))
+    assert files
+    assert all(packages(f, BASE) == () for f in files)
+
+
 # -- with the real Docker engine ------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ def _task(
     (t / "task.toml").write_text(toml)
     if instruction:
         (t / "instruction.md").write_text(f"Solve {name}.\n")
-    (t / "environment" / "Dockerfile").write_text("FROM scratch\n")
+    (t / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
     (t / "environment" / "input.txt").write_text(f"input of {name}\n")
     if test_sh:
         (t / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")

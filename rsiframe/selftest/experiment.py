@@ -351,7 +351,7 @@ def build(
             'version = "1.0"\n[agent]\ntimeout_sec = 20\n[verifier]\ntimeout_sec = 20\n'
         )
         (t / "instruction.md").write_text("Write your level to /app/answer.txt.\n")
-        (t / "environment" / "Dockerfile").write_text("FROM scratch\n")
+        (t / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
         (t / "tests" / "need.txt").write_text(f"{need}\n")
         (t / "tests" / "test.sh").write_text(TEST_SH)
     s = root / "seed"
