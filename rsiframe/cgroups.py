@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
 import signal
 import threading
 import time
@@ -169,12 +168,10 @@ class RunCgroups:
         }
         return [words[c].format(why) for c, why in sorted(self.missing.items())]
 
-    def prefix(self) -> list[str]:
-        """A command line prefix that moves the command into the run's cgroups, then runs it."""
-        joins = [f"echo 0 > {shlex.quote(str(p / 'cgroup.procs'))}" for p in self.made.values()]
-        if not joins:
-            return []
-        return ["/bin/sh", "-c", " && ".join([*joins, 'exec "$@"']), "rsiframe-cgroup"]
+    def joins(self) -> list[Path]:
+        """The ``cgroup.procs`` files a command writes itself into, before anything else
+        runs, to join the run's cgroups (:func:`rsiframe.sandbox.limits_step`)."""
+        return [p / "cgroup.procs" for p in self.made.values()]
 
     def breach(self) -> str | None:
         """The limit the run has reached, in words, or None."""

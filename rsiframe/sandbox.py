@@ -30,6 +30,7 @@ import glob
 import importlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -177,22 +178,27 @@ class Limits:
     watch: tuple[tuple[Path, int], ...] = ()
 
 
-def limit_prefix(limits: Limits, *, nproc: bool) -> list[str]:
-    """``prlimit`` in front of a command for the per-process limits (and ``RLIMIT_NPROC``
-    when ``nproc``: no pids cgroup holds the run)."""
-    opts = []
+def limits_step(limits: Limits, *, nproc: bool, joins: Sequence[Path] = ()) -> list[str]:
+    """One ``/bin/sh`` step in front of a command that joins the run's cgroups (``joins``:
+    their ``cgroup.procs`` files), sets the per-process rlimits with the shell's own
+    ``ulimit`` (soft and hard), then ``exec``s the command: one process start for all of it
+    (it was ``sh`` to join, then ``prlimit``). Any step that fails ends it before the command
+    runs. ``RLIMIT_NPROC`` only when ``nproc`` (no pids cgroup holds the run).
+
+    Units: ``-v`` KiB, ``-f`` 512-byte blocks (POSIX; dash and bash as ``sh`` alike); the
+    process limit is ``-p`` in dash and ``-u`` in bash, so both are tried.
+    ``tests/test_sandbox.py`` reads ``/proc/self/limits`` inside to check them."""
+    steps = [f"echo 0 > {shlex.quote(str(p))}" for p in joins]
     if limits.memory_mb is not None:
-        opts.append(f"--as={int(limits.memory_mb) << 20}")
+        steps.append(f"ulimit -v {int(limits.memory_mb) << 10}")
     if limits.file_mb is not None:
-        opts.append(f"--fsize={int(limits.file_mb) << 20}")
+        steps.append(f"ulimit -f {int(limits.file_mb) << 11}")
     if nproc and limits.pids is not None:
-        opts.append(f"--nproc={int(limits.pids)}")
-    if not opts:
+        n = int(limits.pids)
+        steps.append(f"{{ ulimit -p {n} 2>/dev/null || ulimit -u {n}; }}")
+    if not steps:
         return []
-    binary = shutil.which("prlimit")
-    if binary is None:
-        raise SandboxError("resource limits need prlimit (util-linux), which is not installed")
-    return [binary, *opts, "--"]
+    return ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "rsiframe-limits"]
 
 
 def folder_size(path: Path, stop: int) -> int:
@@ -404,18 +410,37 @@ class Sandbox:
         is refused when a mount would show the key folder or a run folder
         (:func:`keys.protect`). Agents, verifiers, mutations, builds, the model server and
         operators never use it."""
-        if setup_root and (bad := exposed([*mounts, cwd])):
-            raise SandboxError(f"a set-up step may not mount {bad[0]}")
-        hidden = [key_dir(), *host_secrets(), *hide]
         lim = limits or Limits()
         if memory_mb is not None:
             lim = dataclasses.replace(lim, memory_mb=memory_mb)
-        # RLIMIT_NPROC counts a user's processes in its user namespace: only a bubblewrap
-        # sandbox has one of its own (outside, it would count the whole host's)
-        prefix = limit_prefix(lim, nproc=nproc and self.kind == "bwrap")
-        return self.prepare(
-            [*prefix, *argv], mounts, cwd, env, network, hidden, setup_root, lim.tmp_mb
+        return self._confined(argv, mounts, cwd, env, network, hide, setup_root, lim, nproc)
+
+    def _confined(
+        self,
+        argv: list[str],
+        mounts: list[Mount],
+        cwd: Mount,
+        env: dict[str, str],
+        network: bool,
+        hide: Sequence[Path],
+        setup_root: bool,
+        lim: Limits,
+        nproc: bool,
+        joins: Sequence[Path] = (),
+    ) -> tuple[list[str], str, dict[str, str]]:
+        """:meth:`launch`, with the cgroups the command joins first (``joins``)."""
+        if setup_root and (bad := exposed([*mounts, cwd])):
+            raise SandboxError(f"a set-up step may not mount {bad[0]}")
+        hidden = [key_dir(), *host_secrets(), *hide]
+        cmd, host_cwd, host_env = self.prepare(
+            argv, mounts, cwd, env, network, hidden, setup_root, lim.tmp_mb
         )
+        # one shell step on the host, in front of bubblewrap too (the rlimits are inherited
+        # through it). RLIMIT_NPROC counts a user's processes per user namespace: only a
+        # bubblewrap sandbox has one of its own (outside, it would count the whole host's;
+        # bubblewrap itself, root on the host, is not bound by it)
+        step = limits_step(lim, nproc=nproc and self.kind == "bwrap", joins=joins)
+        return [*step, *cmd], host_cwd, host_env
 
     def run(
         self,
@@ -442,21 +467,22 @@ class Sandbox:
             cgroup = RunCgroups(pids=limits.pids, memory_mb=limits.memory_mb)
             if "memory" in cgroup.made:  # the cgroup holds it: no address-space rlimit
                 limits = dataclasses.replace(limits, memory_mb=None)
+        lim = limits or Limits()
+        if memory_mb is not None:
+            lim = dataclasses.replace(lim, memory_mb=memory_mb)
         try:
-            cmd, host_cwd, host_env = self.launch(
+            cmd, host_cwd, host_env = self._confined(
                 argv,
-                mounts=mounts,
-                cwd=cwd,
-                env=env,
-                network=network,
-                memory_mb=memory_mb,
-                hide=hide,
-                setup_root=setup_root,
-                limits=limits,
+                mounts,
+                cwd,
+                env,
+                network,
+                hide,
+                setup_root,
+                lim,
                 nproc=cgroup is None or "pids" not in cgroup.made,
+                joins=cgroup.joins() if cgroup is not None else (),
             )
-            if cgroup is not None:
-                cmd = [*cgroup.prefix(), *cmd]
             watch = limits.watch if limits is not None else ()
             res = _execute(
                 cmd, host_cwd, host_env, timeout, output_limit, output_cap, watch, cgroup

@@ -411,6 +411,85 @@ def test_process_memory_limit(box: tuple[Mount, Path]) -> None:
     assert res.exit_code != 0 and b"MemoryError" in res.stderr
 
 
+def _limits_inside(text: str) -> dict[str, tuple[str, str]]:
+    """``/proc/self/limits`` as {name: (soft, hard)}."""
+    rows = {}
+    for line in text.splitlines()[1:]:
+        cols = line[26:].split()
+        rows[line[:26].strip()] = (cols[0], cols[1])
+    return rows
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "process"])
+def test_the_rlimits_inside_are_the_ones_asked_for(
+    box: tuple[Mount, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limits are set by the shell step in front of the command (``ulimit``, whose
+    units differ from prlimit's): read back from ``/proc/self/limits`` inside, in bytes.
+    No cgroup here, so memory and processes fall back to rlimits; RLIMIT_NPROC only
+    under bubblewrap (a user namespace of its own)."""
+    if kind == "bwrap" and not HAVE_BWRAP:
+        pytest.skip("platform limit: bubblewrap does not work here")
+    from rsiframe import cgroups
+
+    monkeypatch.setattr(cgroups, "_roots", {"pids": "none (test)", "memory": "none (test)"})
+    monkeypatch.delenv("RSIFRAME_REQUIRE_BWRAP", raising=False)
+    m, _ = box
+    sb = BwrapSandbox() if kind == "bwrap" else ProcessSandbox()
+    res = sb.run(
+        ["cat", "/proc/self/limits"],
+        mounts=[m],
+        cwd=m,
+        env={},
+        timeout=20,
+        limits=sandbox.Limits(memory_mb=300, pids=40, file_mb=7),
+    )
+    assert res.ok, res.stderr
+    got = _limits_inside(res.stdout.decode())
+    assert got["Max address space"] == (str(300 << 20), str(300 << 20))
+    assert got["Max file size"] == (str(7 << 20), str(7 << 20))
+    if kind == "bwrap":
+        assert got["Max processes"] == ("40", "40")
+    else:
+        assert got["Max processes"] != ("40", "40")
+    assert len(res.fallbacks) == 2
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "process"])
+def test_a_command_joins_its_cgroups_in_the_one_shell_step_in_front_of_it(
+    box: tuple[Mount, Path], kind: str
+) -> None:
+    """Joining the run's cgroups and setting the rlimits is one ``/bin/sh`` step that
+    ``exec``s the command (or bubblewrap): no ``prlimit`` between them."""
+    if kind == "bwrap" and not HAVE_BWRAP:
+        pytest.skip("platform limit: bubblewrap does not work here")
+    from rsiframe import cgroups
+
+    if isinstance(cgroups.root("pids"), str):
+        pytest.skip("platform limit: no cgroup v1 pids hierarchy here")
+    m, _ = box
+    sb = BwrapSandbox() if kind == "bwrap" else ProcessSandbox()
+    argv = ["/bin/sh", "-c", "cat /proc/self/cgroup /proc/self/limits"]
+    lim = sandbox.Limits(pids=40, file_mb=7)
+    joins = [Path("/sys/fs/cgroup/pids/x/cgroup.procs")]
+    cmd, _, _ = sb._confined(argv, [m], m, {}, False, (), False, lim, nproc=False, joins=joins)
+    assert cmd[:2] == ["/bin/sh", "-c"] and cmd[3] == "rsiframe-limits"
+    assert cmd[2] == f'echo 0 > {joins[0]} && ulimit -f {7 << 11} && exec "$@"'
+    assert "prlimit" not in " ".join(cmd)
+    if kind == "process":
+        assert cmd[4:] == argv
+    else:
+        assert cmd[4] == sb.binary and cmd[-len(argv) - 1 :] == ["--", *argv]
+    res = sb.run(argv, mounts=[m], cwd=m, env={}, timeout=20, limits=lim)
+    assert res.ok, res.stderr
+    text = res.stdout.decode()
+    limits = _limits_inside(text[text.index("Limit") :])
+    assert limits["Max file size"] == (str(7 << 20), str(7 << 20))
+    if kind == "process":  # (bubblewrap's own cgroup namespace shows its root as /)
+        pids_row = next(r for r in text.splitlines() if ":pids:" in r)
+        assert f"/rsiframe/run-{os.getpid()}-" in pids_row
+
+
 @pytest.mark.parametrize("kind", ["bwrap", "process"])
 def test_output_cap_kills_a_flood(box: tuple[Mount, Path], kind: str) -> None:
     if kind == "bwrap" and not HAVE_BWRAP:
