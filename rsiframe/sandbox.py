@@ -201,6 +201,21 @@ def limits_step(limits: Limits, *, nproc: bool, joins: Sequence[Path] = ()) -> l
     return ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "rsiframe-limits"]
 
 
+def _in_front(step: list[str], cmd: list[str], env: dict[str, str]) -> list[str]:
+    """``step`` (:func:`limits_step`) in front of ``cmd``. Where ``cmd`` is itself that same
+    shell with a script (``sh -c SCRIPT ...``, as an evaluator's agent is under the process
+    sandbox), the step's commands open the script instead: the same shell joins, limits,
+    then runs the script, one process start fewer; a failing step still ends it first."""
+    if not step or len(cmd) < 3 or cmd[1] != "-c" or os.path.basename(cmd[0]) != "sh":
+        return [*step, *cmd]
+    found = shutil.which(cmd[0], path=env.get("PATH", os.defpath))
+    if found is None or os.path.realpath(found) != os.path.realpath(step[0]):
+        return [*step, *cmd]
+    head = step[2].removesuffix(' && exec "$@"')
+    # on the script's first line, so the script's own line numbers are unchanged
+    return [cmd[0], "-c", f"{head} || exit $?; {cmd[2]}", *cmd[3:]]
+
+
 def folder_size(path: Path, stop: int) -> int:
     """Bytes under ``path`` (links not followed), counting up to just past ``stop``."""
     total = 0
@@ -440,7 +455,7 @@ class Sandbox:
         # bubblewrap sandbox has one of its own (outside, it would count the whole host's;
         # bubblewrap itself, root on the host, is not bound by it)
         step = limits_step(lim, nproc=nproc and self.kind == "bwrap", joins=joins)
-        return [*step, *cmd], host_cwd, host_env
+        return _in_front(step, cmd, host_env), host_cwd, host_env
 
     def run(
         self,

@@ -469,7 +469,7 @@ def test_a_command_joins_its_cgroups_in_the_one_shell_step_in_front_of_it(
         pytest.skip("platform limit: no cgroup v1 pids hierarchy here")
     m, _ = box
     sb = BwrapSandbox() if kind == "bwrap" else ProcessSandbox()
-    argv = ["/bin/sh", "-c", "cat /proc/self/cgroup /proc/self/limits"]
+    argv = ["cat", "/proc/self/cgroup", "/proc/self/limits"]
     lim = sandbox.Limits(pids=40, file_mb=7)
     joins = [Path("/sys/fs/cgroup/pids/x/cgroup.procs")]
     cmd, _, _ = sb._confined(argv, [m], m, {}, False, (), False, lim, nproc=False, joins=joins)
@@ -488,6 +488,47 @@ def test_a_command_joins_its_cgroups_in_the_one_shell_step_in_front_of_it(
     if kind == "process":  # (bubblewrap's own cgroup namespace shows its root as /)
         pids_row = next(r for r in text.splitlines() if ":pids:" in r)
         assert f"/rsiframe/run-{os.getpid()}-" in pids_row
+
+
+def test_a_shell_script_under_the_process_sandbox_starts_with_the_step(
+    box: tuple[Mount, Path],
+) -> None:
+    """``sh -c SCRIPT`` (an evaluator's agent) under the process sandbox: the step's
+    commands open the script, in the same shell (one process start); the script runs
+    in the run's cgroups with the limits, and a failing step ends it before the script."""
+    from rsiframe import cgroups
+
+    if isinstance(cgroups.root("pids"), str):
+        pytest.skip("platform limit: no cgroup v1 pids hierarchy here")
+    m, host = box
+    script = 'echo "$0 $1"; cat /proc/$$/cgroup; grep "^Max file size" /proc/$$/limits'
+    argv = ["sh", "-c", script, "name", "arg"]
+    lim = sandbox.Limits(pids=40, file_mb=7)
+    sb = ProcessSandbox()
+    joins = [Path("/nonexistent-rsiframe/cgroup.procs")]
+    cmd, _, _ = sb._confined(argv, [m], m, {}, False, (), False, lim, nproc=False, joins=joins)
+    head = f"echo 0 > {joins[0]} && ulimit -f {7 << 11}"
+    assert cmd == ["sh", "-c", f"{head} || exit $?; {script}", "name", "arg"]
+    res = sb.run(argv, mounts=[m], cwd=m, env={}, timeout=20, limits=lim)
+    assert res.ok, res.stderr
+    lines = res.stdout.decode().splitlines()
+    assert lines[0] == "name arg"
+    assert any(f":pids:/rsiframe/run-{os.getpid()}-" in r for r in lines)
+    assert lines[-1].split()[3:5] == [str(7 << 20), str(7 << 20)]
+    # a step that fails (here: a cgroup it cannot join) ends the shell before the script
+    failing = [*cmd[:2], cmd[2].replace(f"{head}", f"echo 0 > {joins[0]}"), *cmd[3:]]
+    failing[2] = failing[2].replace(script, f"touch {host / 'ran'}")
+    res = sandbox._execute(failing, str(host), sandbox.base_env(), 20, 1 << 20)
+    assert res.exit_code != 0 and not (host / "ran").exists()
+    # another program named sh (not /bin/sh's) keeps the step in front of it
+    other = host / "bin"
+    other.mkdir()
+    (other / "sh").symlink_to(shutil.which("bash") or "/bin/bash")
+    cmd, _, _ = sb._confined(
+        argv, [m], m, {"PATH": str(other)}, False, (), False, lim, nproc=False, joins=joins
+    )
+    assert cmd[:4] == ["/bin/sh", "-c", f'{head} && exec "$@"', "rsiframe-limits"]
+    assert cmd[4:] == argv
 
 
 @pytest.mark.parametrize("kind", ["bwrap", "process"])
