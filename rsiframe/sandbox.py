@@ -1,25 +1,23 @@
 """Run a command confined to a few mounted folders: bubblewrap, or a plain process fallback.
 
-One interface, :class:`Sandbox`; the evaluator and the mutation operators ask
-for mounts, a working directory, an environment built from scratch, a time
-limit, an output cap and, optionally, a memory limit (``RLIMIT_AS`` set with
-``prlimit`` in the child), a hard output limit that kills the whole tree, and
-paths to hide. :class:`BwrapSandbox` shows the process nothing of the host but
-the system folders, the Python installation and the given mounts, with no
-network unless asked; its pid namespace and ``--die-with-parent`` take every
-descendant down with it, ``setsid`` escapes included. The signing-key folder is
-masked even when it lies under something mounted. Bubblewrap always runs in a user
-namespace of its own, also when rsiframe runs as root: the command is an unprivileged
-uid inside (:func:`sandbox_ids`, 65534 unless configured), with every capability dropped
-and no further user namespaces, so the read-only binds and the masks stay locked; a
-self-check inside (:func:`privilege_check`, once per process and kind) refuses to start a
-sandbox that still holds host capabilities, and what it found is part of the isolation
-level recorded in every certificate. :class:`ProcessSandbox` is
-the weaker fallback used where bubblewrap is missing; its isolation level is
-recorded in every certificate and mutation event. A Docker implementation can be
-added beside them behind the same interface: a :class:`Sandbox` subclass that fills in
-``view`` and ``prepare``.
-"""
+One interface, :class:`Sandbox`; the evaluator and the mutation operators ask for
+mounts, a working directory, an environment built from scratch, a time limit, an output
+cap and, optionally, a memory limit (``RLIMIT_AS``, set by the one shell step in front
+of the command, :func:`limits_step`), a hard output limit that kills the whole tree, and
+paths to hide. :class:`BwrapSandbox` shows the process nothing of the host but the
+system folders, the Python installation and the given mounts, with no network unless
+asked; its pid namespace and ``--die-with-parent`` take every descendant down with it,
+``setsid`` escapes included. The signing-key folder is masked even when it lies under
+something mounted. Bubblewrap always runs in a user namespace of its own, also when
+rsiframe runs as root: the command is an unprivileged uid inside (:func:`sandbox_ids`,
+65534 unless configured), with every capability dropped and no further user namespaces,
+so the read-only binds and the masks stay locked; a self-check inside
+(:func:`privilege_check`, once per process and kind) refuses to start a sandbox that
+still holds host capabilities, and what it found is part of the isolation level recorded
+in every certificate. :class:`ProcessSandbox` is the weaker fallback used where
+bubblewrap is missing; its isolation level is recorded in every certificate and mutation
+event. A Docker implementation can be added beside them behind the same interface: a
+:class:`Sandbox` subclass that fills in ``view`` and ``prepare``."""
 
 from __future__ import annotations
 
