@@ -65,15 +65,20 @@ def _distribution_of(module: str) -> metadata.Distribution | None:
     return None
 
 
-def _entry_point_dist(slot: str, name: str) -> metadata.Distribution | None:
-    for ep in metadata.entry_points(group=GROUP):
+def _entry_point_dist(
+    slot: str, name: str, eps: metadata.EntryPoints | None = None
+) -> metadata.Distribution | None:
+    for ep in eps if eps is not None else metadata.entry_points(group=GROUP):
         if ep.name == f"{slot}.{name}":
             return ep.dist
     return None
 
 
-def identity(slot: str, ref: str, cls: type) -> dict[str, Any]:
-    """The code identity of the operator ``ref`` (resolved to ``cls``) in ``slot``."""
+def identity(
+    slot: str, ref: str, cls: type, eps: metadata.EntryPoints | None = None
+) -> dict[str, Any]:
+    """The code identity of the operator ``ref`` (resolved to ``cls``) in ``slot``
+    (``eps``: the installed entry points of :data:`GROUP`, when the caller has them)."""
     if ref.startswith(CANDIDATE_PREFIX):
         return {"ref": ref, "kind": "candidate"}
     file = _defining_file(cls)
@@ -87,7 +92,7 @@ def identity(slot: str, ref: str, cls: type) -> dict[str, Any]:
         if dist is not None:
             out |= {"distribution": dist.metadata["Name"], "version": dist.version}
         return out
-    dist = _entry_point_dist(slot, ref.removeprefix(slot + "."))
+    dist = _entry_point_dist(slot, ref.removeprefix(slot + "."), eps)
     if dist is None or dist.metadata["Name"] == "rsiframe":
         return {**out, "kind": "builtin", "rsiframe": __version__}
     record = dist.read_text("RECORD")
@@ -103,7 +108,9 @@ def identity(slot: str, ref: str, cls: type) -> dict[str, Any]:
 def identities(resolved: Any) -> dict[str, Any]:
     """Per slot, the identity of its operator in a resolved recipe (what the lock holds)."""
     refs = {slot: spec["operator"] for slot, spec in resolved.data["slots"].items()}
-    return {slot: identity(slot, refs[slot], cls) for slot, (cls, _) in resolved.operators.items()}
+    eps = metadata.entry_points(group=GROUP)  # once: it reads every installed distribution
+    ops = resolved.operators.items()
+    return {slot: identity(slot, refs[slot], cls, eps) for slot, (cls, _) in ops}
 
 
 def _describe(slot: str, locked: dict[str, Any], now: dict[str, Any] | None) -> str | None:
