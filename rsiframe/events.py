@@ -91,6 +91,16 @@ class RolloutDone(EventData):
     reused: bool = False
 
 
+class TasksRun(EventData):
+    """Uncertified task runs (validate's minibatch, a rollout's ``run_train``), charged to
+    ``budget.max_task_runs`` before they start."""
+
+    type = "tasks_run"
+    id: str
+    purpose: str  # minibatch | rollout
+    tasks: int
+
+
 class AnalysisDone(EventData):
     type = "analysis_done"
     id: str
@@ -141,6 +151,7 @@ class CandidateAbandoned(EventData):
 
 class EvaluationStarted(AttemptEvent):
     type = "evaluation_started"
+    tasks: int | None = None  # the tasks it runs, charged to max_task_runs (older: None)
 
 
 class TaskFinished(AttemptEvent):
@@ -263,6 +274,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         RunFinished,
         CandidateProposed,
         RolloutDone,
+        TasksRun,
         AnalysisDone,
         CandidateMutated,
         CandidateRejected,
