@@ -134,11 +134,11 @@ class BudgetGuard:
         return self._task_runs_spent(st) or self._common(st)
 
     def refuse_evaluation(
-        self, st: RunState, *, reserved: bool = False, tasks: int = 0
+        self, st: RunState, reserved: bool = False, tasks: int | None = None
     ) -> str | None:
-        """Why one more evaluation (of ``tasks`` tasks) may not run; ``reserved`` may use
-        the evaluation and the task runs kept for the champion's sealed anchor."""
-        b = self.budget
+        """Why one more evaluation of ``tasks`` tasks (None: the sealed anchor's) may not
+        run; ``reserved`` may use the evaluation and the task runs kept for that anchor."""
+        b, tasks = self.budget, self.costs.sealed if tasks is None else tasks
         if b.max_evaluations is not None:
             limit = b.max_evaluations if reserved else b.max_evaluations - RESERVED_EVALS
             if st.evaluations >= limit:

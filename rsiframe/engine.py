@@ -24,7 +24,6 @@ from pathlib import Path
 from rsiframe import events as E
 from rsiframe import health, opidentity, reaper
 from rsiframe.archive import Event
-from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.inflight import Closure, Inflight
@@ -37,6 +36,7 @@ from rsiframe.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, see
 from rsiframe.snapshot import save_snapshot
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
+from rsiframe.taskruns import TaskRunMeter, budget_guard
 from rsiframe.tasks import SPLITS, tasks_by_split
 from rsiframe.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.untrusted import UntrustedOperator
@@ -73,8 +73,7 @@ class Engine:
         ops = {slot: cls(config) for slot, (cls, config) in self.resolved.operators.items()}
         names = {slot: spec.operator for slot in ops if (spec := self.recipe.slots.get(slot))}
         self.calls = OperatorCalls(ops, names, self.view, self.recipe.random_seed, self.timings)
-        costs = self.stages.task_costs(ops)  # max_task_runs' worst case per child
-        self.budget = BudgetGuard(self.recipe.budget, self.stages.evals_per_child, costs)
+        self.budget = budget_guard(self.recipe.budget, self.stages, ops)  # task runs too
         self.tasks = TaskRunner(
             self.evaluator,
             self.taskset,
@@ -108,12 +107,12 @@ class Engine:
         self.inflight = Inflight(k, self.tasks.executor.cancel_all, self.archive.sync)
         self.calls.before_call = self.inflight.synced
         self.evaluator.parallel = self.tasks.share = k
-        self.tasks.charge = lambda ev: self.inflight.on_writer_wait(lambda: self._durable(ev))
         has_reflect = self.calls.op("reflect") is not None
         self.sched = Scheduler(self.recipe, self.state, self.budget, self.inflight, has_reflect)
         self.calls.horizon = self.sched.horizon
         self.archive.listeners.append(self._on_event)
         self._progress = Progress()
+        TaskRunMeter.attach(self)  # charges minibatch and rollout task runs (max_task_runs)
         self.models = RunModels.attach(self)  # the run's gateway process (issue 13), or None
 
     @property
@@ -182,17 +181,11 @@ class Engine:
             self.archive.sync()  # a session's end is durable before anyone is told
         return ev
 
-    def _durable(self, event: E.EventData) -> None:
-        self._append(event)
-        self.archive.sync()  # a charge is on disk before the tasks it pays for start
-
     def _on_event(self, ev: Event) -> None:
         with self.view.lock:  # operators' reads copy under it; never held during their work
             self.state.apply(ev)
         if ev.type == "usage" and ev.data.get("slot") == "evaluate":
             self.tasks.folded(int(ev.data.get("tokens", 0)))
-        elif ev.type == "tasks_run":
-            self.tasks.runs_folded(int(ev.data["tasks"]))
         self._progress.event(ev, self.state)
 
     # -- the loop ---------------------------------------------------------------------
@@ -303,8 +296,7 @@ class Engine:
             state != "failed"
             and champ is not None
             and champ.record("sealed") is None
-            and self.budget.refuse_evaluation(self.state, reserved=True, tasks=self._n("sealed"))
-            is None
+            and self.budget.refuse_evaluation(self.state, reserved=True) is None
         ):
             self._evaluate(champ, "sealed", reserved=True, wait=True)
         self.emit(E.RunFinished(state=state, reason=reason))
@@ -354,9 +346,8 @@ class Engine:
         self, c: Candidate, split: str, reserved: bool = False, wait: bool = False
     ) -> str | None:
         """Start one attempt on a worker (``wait``: on this thread, e.g. the sealed one)."""
-        tasks = self.stages.task_ids(split)  # a stage's tasks (#15), charged as it starts
-        kept = reserved or split == "sealed"
-        refusal = self.budget.refuse_evaluation(self.state, reserved=kept, tasks=len(tasks))
+        ids = self.stages.task_ids(split)  # a stage's tasks (#15), charged as it starts
+        refusal = self.budget.refuse_evaluation(self.state, reserved or split == "sealed", len(ids))
         if refusal is not None:
             if reserved or self.inflight.jobs:  # the run ends once what is in flight settles
                 return None if reserved else WAIT
@@ -364,8 +355,8 @@ class Engine:
         self.task_lock.check((base_split(split),))  # a stage runs on its split's tasks (#15)
         assert c.commit is not None and c.tree is not None
         attempt = len(c.attempts.get(split, [])) + 1
-        self.emit(E.EvaluationStarted(id=c.id, split=split, attempt=attempt, tasks=len(tasks)))
-        job = Job(c.id, c.commit, c.tree, c.parent_commit, split, attempt, tasks, c.description)
+        self.emit(E.EvaluationStarted(id=c.id, split=split, attempt=attempt, tasks=len(ids)))
+        job = Job(c.id, c.commit, c.tree, c.parent_commit, split, attempt, ids, c.description)
         t0 = time.perf_counter()
 
         def work() -> Closure:
@@ -382,9 +373,6 @@ class Engine:
         else:
             self.inflight.start(c.id, f"evaluate {split}", work)
         return None
-
-    def _n(self, split: str) -> int:
-        return len(self.stages.task_ids(split))
 
     def _binding(self) -> Binding:
         st = self.state

@@ -20,7 +20,7 @@ from typing import Any
 
 from rsiframe import events as E
 from rsiframe import faults
-from rsiframe.budget import BudgetGuard, TaskCosts
+from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
 from rsiframe.errors import ClusterLost
@@ -32,10 +32,6 @@ from rsiframe.state import CHILD_SPLITS, Candidate, RunState
 from rsiframe.tasks import TaskSet
 
 Emit = Callable[[E.EventData], Any]
-
-
-class TaskRunsRefused(RuntimeError):
-    """A minibatch or rollout would exceed ``budget.max_task_runs``: the run ends exhausted."""
 
 
 @dataclass(frozen=True)
@@ -112,19 +108,6 @@ class Stages:
         """A child's evaluation splits in order (empty: the default train, gate)."""
         return list(self.stages)
 
-    def task_costs(self, ops: dict[str, Any]) -> TaskCosts:
-        """A child's worst-case task runs: its rollout and validate (as the operators
-        declare), its evaluation stages; and the sealed anchor's (``max_task_runs``)."""
-        train = len(self.split.get("train", []))
-        names = self.splits or list(CHILD_SPLITS)
-        runners = [op for slot, op in ops.items() if slot in ("rollout", "validate")]
-        return TaskCosts(
-            {n: len(self.task_ids(n)) for n in names},
-            tuple(names),
-            sum(getattr(op, "max_task_runs", lambda n: n)(train) for op in runners),
-            len(self.split.get("sealed", [])),
-        )
-
     def task_ids(self, name: str) -> list[str]:
         stage = self.stages.get(name)
         return list(stage.task_ids) if stage is not None else list(self.split[name])
@@ -194,11 +177,7 @@ class TaskRunner:
         self._tokens = threading.Lock()
         self._reserved: dict[int, int] = {}  # token reservations of runs in flight
         self._unfolded = 0  # tokens reported by workers, not yet folded by the writer
-        self._unfolded_runs = 0  # uncertified task runs charged, not yet folded
-        #: appends an event and makes it durable before returning, from any thread (the
-        #: engine's); a charge is on disk before the tasks it pays for start
-        self.charge: Callable[[E.EventData], Any] = emit
-        self.refused: dict[str, str] = {}  # candidate -> why its minibatch/rollout was refused
+        self.meter: Any = None  # taskruns.TaskRunMeter: charges uncertified runs (run_train)
 
     def reserve_tokens(self, key: int) -> int | None:
         """This run's token limit: an equal share of what no run in flight has reserved,
@@ -305,26 +284,6 @@ class TaskRunner:
                 revoke(*opened)  # its calls become model_call events now
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
         return out
-
-    def run_uncertified(
-        self, cid: str, purpose: str, candidate_dir: Path, task_ids: list[str]
-    ) -> list[dict[str, Any]]:
-        """An uncertified run's rows (validate's minibatch, a rollout), charged to
-        ``max_task_runs`` (``tasks_run``) before it starts; refused when it would exceed it."""
-        with self._tokens:
-            why = self.budget.refuse_task_runs(self.state, len(task_ids), self._unfolded_runs)
-            if why is None:
-                self._unfolded_runs += len(task_ids)
-        if why is not None:
-            self.refused[cid] = why
-            raise TaskRunsRefused(why)
-        self.charge(E.TasksRun(id=cid, purpose=purpose, tasks=len(task_ids)))
-        return self.rows(self.run(cid, purpose, candidate_dir, task_ids))
-
-    def runs_folded(self, tasks: int) -> None:
-        """The writer folded a ``tasks_run`` charge into the state."""
-        with self._tokens:
-            self._unfolded_runs = max(0, self._unfolded_runs - tasks)
 
     @staticmethod
     def rows(out: EvaluationOutput) -> list[dict[str, Any]]:

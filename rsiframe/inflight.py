@@ -66,21 +66,6 @@ class Inflight:
         """Hand ``fn`` to the writer (from any thread)."""
         self.inbox.put(fn)
 
-    def on_writer_wait(self, fn: Closure) -> None:
-        """Run ``fn`` on the writer and wait until it has run (from any thread)."""
-        if self.on_writer():
-            return fn()
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                fn()
-            finally:
-                done.set()
-
-        self.post(run)
-        done.wait()
-
     def free(self) -> int:
         return self.k - len(self.jobs)
 

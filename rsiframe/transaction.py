@@ -167,7 +167,7 @@ class Transaction:
             outcome = E.CandidateRejected(
                 id=cid, stage=exc.slot, reasons=[str(exc)], traceback=digest
             )
-        if (why := self.tasks.refused.pop(cid, None)) is not None:  # max_task_runs: the run
+        if (why := self.tasks.meter.refused.pop(cid, None)) is not None:  # max_task_runs: the run
             return E.CandidateRejected(id=cid, stage="budget", reasons=[why])  # ends exhausted
         return outcome
 
@@ -319,7 +319,7 @@ class Transaction:
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(workdir, copy, symlinks=True)  # the work tree stays untouched
             try:
-                return self.tasks.run_uncertified(cid, "minibatch", copy, ids)
+                return self.tasks.meter.run(cid, "minibatch", copy, ids)
             finally:
                 shutil.rmtree(copy, ignore_errors=True)
 
@@ -331,7 +331,7 @@ class Transaction:
         def run_train(task_ids: list[str] | None = None) -> list[dict[str, Any]]:
             ids = [t for t in (task_ids or train) if t in train]
             self.task_lock.check(("train",))
-            return self.tasks.run_uncertified(cid, "rollout", self.export(parent), ids)
+            return self.tasks.meter.run(cid, "rollout", self.export(parent), ids)
 
         ctx = RolloutContext(
             self.calls.view,

@@ -97,10 +97,10 @@ def test_a_minibatch_beyond_the_budget_is_refused_and_the_run_ends_exhausted(
     # what it runs would): proposals pass, the charge before each run refuses the one that
     # would not fit
     mini, log = _mini(tmp_path / "proj")
-    from rsiframe.evaluation import Stages
+    from rsiframe import taskruns
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Stages, "task_costs", lambda self, ops: TaskCosts(sealed=SEALED))
+        mp.setattr(taskruns, "task_costs", lambda stages, ops: TaskCosts(sealed=SEALED))
         res = cli(
             "run", mini.recipe, "--out", mini.run_dir(), "--quiet",
             "--set", "budget.max_task_runs=24",
@@ -205,3 +205,30 @@ def test_the_gepa_recipe_stops_at_its_task_run_budget_on_sat3(tmp_path: Path) ->
     assert st["state"] == "budget_exhausted" and st["reason"] == f"task runs would exceed {limit}"
     # sat3: train 24, gate 24, sealed 12; a GEPA child's worst case is 8 + 24 + 24
     assert used + 56 + 12 > limit
+
+
+def test_a_childs_worst_case_comes_from_its_stages_and_what_its_operators_declare() -> None:
+    from rsiframe.evaluation import Stages
+    from rsiframe.operators.minibatch import Minibatch, MinibatchConfig
+    from rsiframe.operators.rollout import LocalRollout, LocalRolloutConfig
+    from rsiframe.operators.validate import Command, CommandConfig
+    from rsiframe.schema import StageSpec
+    from rsiframe.taskruns import task_costs
+
+    split = {s: [f"{s}{i}" for i in range(n)] for s, n in (("train", 24), ("gate", 24))}
+    split["sealed"] = [f"s{i}" for i in range(12)]
+    dgm = Stages(
+        [StageSpec(split="train", tasks=6, min_score=0.1), StageSpec(split="train")], split
+    )
+    reuse, rerun = (
+        LocalRollout(LocalRolloutConfig()),
+        LocalRollout(LocalRolloutConfig(reuse_certified=False)),
+    )
+    costs = task_costs(dgm, {"rollout": reuse, "validate": Minibatch(MinibatchConfig(size=8))})
+    assert costs.per_split == {"train@1": 6, "train": 24, "gate": 24}
+    assert (costs.uncertified, costs.sealed, costs.per_child) == (8, 12, 62)
+    plain = task_costs(
+        Stages([], split), {"rollout": rerun, "validate": Command(CommandConfig(command="true"))}
+    )
+    assert plain.child_splits == ("train", "gate") and plain.uncertified == 24 + 0
+    assert task_costs(Stages([], split), {}).per_child == 48  # hill-climbing's child on sat3
