@@ -158,6 +158,19 @@ def host_facts(threads: int) -> dict[str, Any]:
     return {f: facts[f] for f in FACTS}
 
 
+def describe(name: str, recorded: Any, here: Any) -> str:
+    """One fact's difference in a few words: both values, or the keys or flags that differ."""
+    if isinstance(recorded, dict) and isinstance(here, dict):
+        keys = sorted(k for k in {*recorded, *here} if recorded.get(k) != here.get(k))
+        parts = [f"{k}={recorded.get(k, '-')}/{here.get(k, '-')}" for k in keys]
+        return f"{name} (record/here: {', '.join(parts)})"
+    if isinstance(recorded, list) and isinstance(here, list):
+        only_rec = [f for f in recorded if f not in here]
+        only_here = [f for f in here if f not in recorded]
+        return f"{name} (only in the record: {only_rec or '-'}; only here: {only_here or '-'})"
+    return f"{name} (record {recorded!r}, here {here!r})"
+
+
 def differing(recorded: dict[str, Any] | None, here: dict[str, Any]) -> list[str]:
     """The names of the facts that differ between a record and this host (all of them when
     the record has none)."""
