@@ -96,7 +96,7 @@ def measure(p: Any, cand: Path, threads: int, work: Path, train_s: float) -> dic
     t0 = time.perf_counter()
     built: dict[str, Any] = {}
     rewards: dict[str, dict[str, float]] = {}
-    errors = 0
+    errors: dict[str, str] = {}
     try:
         for split in SPLITS:
             out = engine.run(
@@ -106,7 +106,7 @@ def measure(p: Any, cand: Path, threads: int, work: Path, train_s: float) -> dic
                 on_built=built.update,
             )
             rewards[split] = {t: r.reward for t, r in sorted(out.runs.items())}
-            errors += sum(1 for r in out.runs.values() if r.error)
+            errors |= {t: r.error for t, r in out.runs.items() if r.error}
     finally:
         engine.close()
     return {
@@ -117,7 +117,7 @@ def measure(p: Any, cand: Path, threads: int, work: Path, train_s: float) -> dic
         "host": {k: built["host"][k] for k in ("cpu_capability", "kernel_env", "threads")},
         "scores": {s: round(sum(r.values()) / len(r), 4) for s, r in rewards.items()},
         "rewards": rewards,
-        "task_errors": errors,
+        "task_errors": errors,  # task -> its error (a timeout, a crash): said, never hidden
     }
 
 
@@ -204,7 +204,7 @@ def line(r: dict[str, Any]) -> str:
         f"| {r['candidate']} | {r['profile']} ({r['host']['cpu_capability']}) | {r['threads']} "
         f"| {'same' if v['same_weights'] else r['weights'][:12]} | {r['scores']['gate']:.3f} "
         f"| {r['scores']['sealed']:.3f} | {v['d_gate']:+.3f} | {v['d_sealed']:+.3f} "
-        f"| {v['tasks_moved']}/{v['tasks']} | {r['seconds']:.0f} |"
+        f"| {v['tasks_moved']}/{v['tasks']} | {len(r['task_errors'])} | {r['seconds']:.0f} |"
     )
 
 
