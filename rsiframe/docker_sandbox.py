@@ -10,7 +10,10 @@ with the guarantees of the bubblewrap sandbox:
   covered wherever a mount would show them, so the key folder is never visible;
 - no network unless asked (``network_mode: none``); all capabilities dropped,
   ``no-new-privileges``, a pid limit;
-- ``memory_mb`` as the container's memory limit, the time limit and the hard output cap
+- a run's :class:`~rsiframe.sandbox.Limits` as under bubblewrap: ``memory_mb`` the
+  container's memory, ``pids`` its pid limit (read back from its pids cgroup, so reaching
+  it is named), ``tmp_mb`` the size of ``/tmp``, ``file_mb`` ``RLIMIT_FSIZE``, ``watch``
+  the writable folders' sizes; a broken limit, the time limit and the hard output cap
   kill the container, and removing it at the end kills every process it started.
 
 Certificates record ``isolation: docker`` and the image's digest (``record``).
@@ -36,6 +39,7 @@ from rsiframe.sandbox import (
     Mount,
     ProcResult,
     Sandbox,
+    _breach,
     base_env,
     host_secrets,
     register,
@@ -43,7 +47,43 @@ from rsiframe.sandbox import (
 
 IMAGE = os.environ.get("RSIFRAME_DOCKER_IMAGE", "rsiframe-base:bookworm")
 _POLL_S = 0.05
-PIDS_LIMIT = 1024
+PIDS_LIMIT = 1024  # when the run's Limits give none
+TMP_MB = 512
+
+
+#: the command's streams to files of ours; after it, the container's own pids.events (as the
+#: shell's builtins copy it: no fork, which a container at its pid limit could not do), since
+#: Docker removes the container's cgroup on the host as soon as it exits
+_WRAPPER = (
+    '"$@" >/.rsi-out/stdout 2>/.rsi-out/stderr; rc=$?; '
+    "for f in /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do "
+    '[ -r "$f" ] && while read -r k v; do echo "$k $v"; done <"$f" >/.rsi-out/pids.events; '
+    "done; exit $rc"
+)
+
+
+def _pids_events(container_id: str) -> Path | None:
+    """The container's ``pids.events`` on the host (cgroup v1, or v2 with either driver)."""
+    for where in (
+        f"/sys/fs/cgroup/pids/docker/{container_id}",
+        f"/sys/fs/cgroup/docker/{container_id}",
+        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope",
+    ):
+        path = Path(where) / "pids.events"
+        if path.is_file():
+            return path
+    return None
+
+
+def _pids_reached(events: Path | None) -> bool:
+    """A fork was refused at the pid limit (``max N`` with N > 0)."""
+    if events is None:
+        return False
+    try:
+        words = dict(line.split(None, 1) for line in events.read_text().splitlines())
+        return int(words.get("max", "0")) > 0
+    except (OSError, ValueError):
+        return False
 
 
 def _python_dirs() -> list[str]:
@@ -103,10 +143,12 @@ class DockerSandbox(Sandbox):
         network: bool,
         memory_mb: int | None,
         hide: Sequence[Path],
+        limits: Limits | None = None,
     ) -> dict[str, Any]:
         binds = [(d, d, True) for d in _python_dirs()]
         binds += [(str(m.host), m.inside, not m.writable) for m in mounts]
-        tmpfs = {"/tmp": "rw,exec,size=512m"}
+        tmp_mb = limits.tmp_mb if limits is not None and limits.tmp_mb else TMP_MB
+        tmpfs = {"/tmp": f"rw,exec,size={int(tmp_mb)}m"}
         hidden = [key_dir(), *host_secrets(), *hide]
         roots = [(d, d) for d in _python_dirs()]
         roots += [(os.path.realpath(m.host), m.inside) for m in mounts]
@@ -132,7 +174,7 @@ class DockerSandbox(Sandbox):
             "network_mode": "bridge" if network else "none",
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
-            "pids_limit": PIDS_LIMIT,
+            "pids_limit": limits.pids if limits is not None and limits.pids else PIDS_LIMIT,
             "read_only": True,
             "detach": True,
             "stdin_open": False,
@@ -140,6 +182,8 @@ class DockerSandbox(Sandbox):
         if memory_mb is not None:
             spec["mem_limit"] = f"{int(memory_mb)}m"
             spec["memswap_limit"] = f"{int(memory_mb)}m"
+        if limits is not None and limits.file_mb is not None:
+            spec["fsize"] = int(limits.file_mb) << 20  # RLIMIT_FSIZE, in bytes
         return spec
 
     def prepare(
@@ -152,11 +196,14 @@ class DockerSandbox(Sandbox):
         hide: Sequence[Path] = (),
         setup_root: bool = False,
         tmp_mb: int | None = None,
+        limits: Limits | None = None,
     ) -> tuple[list[str], str, dict[str, str]]:
         """A ``docker run`` command line, for callers that start the process themselves."""
-        spec = self._spec(argv, mounts, cwd, env, network, None, hide)
+        spec = self._spec(argv, mounts, cwd, env, network, None, hide, limits)
         cmd = ["docker", "run", "--rm", "-i", "--read-only", "--cap-drop", "ALL"]
-        cmd += ["--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT)]
+        cmd += ["--security-opt", "no-new-privileges", "--pids-limit", str(spec["pids_limit"])]
+        if "fsize" in spec:
+            cmd += ["--ulimit", f"fsize={spec['fsize']}:{spec['fsize']}"]
         cmd += ["--network", spec["network_mode"], "-w", spec["working_dir"]]
         for src, dst, ro in spec["binds"]:
             cmd += ["--mount", f"type=bind,src={src},dst={dst}" + (",readonly" if ro else "")]
@@ -180,9 +227,9 @@ class DockerSandbox(Sandbox):
         limits: Limits | None = None,
         nproc: bool = True,
     ) -> tuple[list[str], str, dict[str, str]]:
-        if memory_mb is None and limits is not None:  # the rest of Limits: not yet here
+        if memory_mb is None and limits is not None:
             memory_mb = limits.memory_mb
-        cmd, where, host_env = self.prepare(argv, mounts, cwd, env, network, hide)
+        cmd, where, host_env = self.prepare(argv, mounts, cwd, env, network, hide, limits=limits)
         if memory_mb is not None:
             at = cmd.index(self.image_id)
             cmd[at:at] = ["--memory", f"{int(memory_mb)}m", "--memory-swap", f"{int(memory_mb)}m"]
@@ -204,17 +251,21 @@ class DockerSandbox(Sandbox):
         setup_root: bool = False,
         limits: Limits | None = None,
     ) -> ProcResult:
-        from docker.types import LogConfig
-
-        if memory_mb is None and limits is not None:  # the rest of Limits: not yet here
-            memory_mb = limits.memory_mb
+        from docker.types import LogConfig, Ulimit
         from docker.types import Mount as DockerMount
+
+        if memory_mb is None and limits is not None:
+            memory_mb = limits.memory_mb
 
         # the streams go to files in a folder of ours, not through Docker's log driver: their
         # sizes are checked cheaply against the output cap, as the other sandboxes do
         out_dir = Path(tempfile.mkdtemp(prefix="rsiframe-docker-out-"))
-        wrapped = ["sh", "-c", 'exec "$@" >/.rsi-out/stdout 2>/.rsi-out/stderr', "sh", *argv]
-        spec = self._spec(wrapped, mounts, cwd, env, network, memory_mb, hide)
+        wrapped = ["sh", "-c", _WRAPPER, "sh", *argv]
+        spec = self._spec(wrapped, mounts, cwd, env, network, memory_mb, hide, limits)
+        if "fsize" in spec:
+            n = spec.pop("fsize")
+            spec["ulimits"] = [Ulimit(name="fsize", soft=n, hard=n)]
+        watch = limits.watch if limits is not None else ()
         spec["binds"].append((str(out_dir), "/.rsi-out", False))
         spec["mounts"] = [
             DockerMount(dst, src, type="bind", read_only=ro) for src, dst, ro in spec.pop("binds")
@@ -229,9 +280,11 @@ class DockerSandbox(Sandbox):
                     container = self.client.containers.run(**spec)
                 except Exception as exc:
                     raise SandboxError(f"cannot start a container: {exc}") from exc
-                timed_out, overflow, code, oom = self._wait(
-                    container, start, timeout, output_cap, out, err
+                timed_out, overflow, code, why = self._wait(
+                    container, start, timeout, output_cap, (out, err), watch, spec["pids_limit"]
                 )
+                if why is None and _pids_reached(out_dir / "pids.events"):  # a quick exit
+                    why = f"it reached its limit of {spec['pids_limit']} processes"
                 stdout, t1 = _read_capped(out, output_limit)
                 stderr, t2 = _read_capped(err, output_limit)
         finally:
@@ -244,18 +297,27 @@ class DockerSandbox(Sandbox):
             stderr=stderr,
             truncated=t1 or t2,
             output_exceeded=overflow,
-            # the kernel killed a process at the container's memory limit: named, as the
-            # bubblewrap sandbox's memory cgroup names it
-            limit=f"it passed its memory limit of {memory_mb} MiB" if oom else None,
+            # a limit the container broke, named as the bubblewrap sandbox's cgroups name it
+            limit=(f"it passed its memory limit of {memory_mb} MiB" if why == "oom" else why),
         )
 
     def _wait(
-        self, container: Any, start: float, timeout: float, cap: int | None, out: Any, err: Any
-    ) -> tuple[bool, bool, int | None, bool]:
-        """Wait for the container, killing it past the time limit or the output cap; it is
-        removed either way (with every process in it). The last item: Docker saw an OOM
-        kill in it."""
+        self,
+        container: Any,
+        start: float,
+        timeout: float,
+        cap: int | None,
+        streams: tuple[Any, Any],
+        watch: tuple[tuple[Path, int], ...],
+        pids: int,
+    ) -> tuple[bool, bool, int | None, str | None]:
+        """Wait for the container, killing it past the time limit, the output cap, its pid
+        limit or a watched folder's size; it is removed either way (with every process in
+        it). The last item: the limit it broke (``"oom"``: Docker saw an OOM kill in it)."""
         timed_out = overflow = False
+        why: str | None = None
+        events = _pids_events(container.id)
+        ticks = 0
         result: dict[str, Any] = {}
         done = threading.Event()
 
@@ -273,20 +335,32 @@ class DockerSandbox(Sandbox):
                 if time.monotonic() - start >= timeout:
                     timed_out = True
                     break
-                sizes = (os.fstat(f.fileno()).st_size for f in (out, err))
+                sizes = (os.fstat(f.fileno()).st_size for f in streams)
                 if cap is not None and any(n > cap for n in sizes):
                     overflow = True
                     break
+                ticks += 1
+                why = _limit(events, pids, watch if ticks % 20 == 0 else ())
+                if why is not None:
+                    break
         finally:
-            oom = False
+            why = why or _limit(events, pids, watch)
             try:
                 container.reload()
-                oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
+                if container.attrs.get("State", {}).get("OOMKilled"):
+                    why = "oom"
             except Exception:  # gone already: nothing more to learn
                 pass
             container.remove(force=True)
             done.wait(30)
-        return timed_out, overflow, None if timed_out else result.get("StatusCode"), oom
+        return timed_out, overflow, None if timed_out else result.get("StatusCode"), why
+
+
+def _limit(events: Path | None, pids: int, watch: tuple[tuple[Path, int], ...]) -> str | None:
+    """The limit a running container has broken, in words (as the cgroups word it)."""
+    if _pids_reached(events):
+        return f"it reached its limit of {pids} processes"
+    return _breach(watch, None)
 
 
 def _read_capped(f: Any, limit: int) -> tuple[bytes, bool]:

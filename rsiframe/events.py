@@ -199,6 +199,8 @@ class UsageSpent(EventData):
     requests: int | None = None
     refused: int | None = None
     cancelled: int | None = None  # requests the server stopped (client gone, evaluation over)
+    queue_s: float | None = None  # seconds the requests waited for the model (D/T/H server)
+    queue_max_s: float | None = None  # the longest such wait
 
 
 class ModelCall(EventData):

@@ -92,6 +92,33 @@ def test_memory_and_output_limits(docker_sb, tmp_path: Path) -> None:
     assert res.output_exceeded
 
 
+def test_a_runs_limits_hold_in_a_container_and_a_breach_is_named(docker_sb, tmp_path: Path) -> None:
+    from rsiframe.sandbox import Limits
+
+    # the task's pid limit, not a fixed one; reaching it ends the run and says so
+    forks = "for i in $(seq 40); do sleep 20 & done; wait"
+    res = _run(docker_sb, forks, tmp_path, limits=Limits(pids=16), timeout=60)
+    assert res.limit == "it reached its limit of 16 processes"
+    assert res.duration_s < 30  # ended by the breach, not by the time limit
+    assert _run(docker_sb, "sleep 1 & sleep 1 & wait", tmp_path, limits=Limits(pids=16)).ok
+    # /tmp's size and one file's size
+    res = _run(docker_sb, "df -m /tmp | tail -1", tmp_path, limits=Limits(tmp_mb=64))
+    assert res.stdout.split()[1] == b"64"
+    res = _run(
+        docker_sb,
+        "head -c 3000000 /dev/zero > /app/big; ls -l /app/big",
+        tmp_path,
+        limits=Limits(file_mb=1),
+    )
+    assert (tmp_path / "work" / "big").stat().st_size == 1 << 20
+    # a watched writable folder past its size ends the run, named
+    grow = "i=0; while true; do i=$((i+1)); head -c 1000000 /dev/zero > /app/f$i; done"
+    res = _run(
+        docker_sb, grow, tmp_path, limits=Limits(watch=((tmp_path / "work", 8 << 20),)), timeout=60
+    )
+    assert res.limit == "work grew past 8 MiB" and not res.timed_out
+
+
 def test_a_docker_engine_that_is_down_is_bad_input(monkeypatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(EngineUnavailable, match="Docker engine is not running"):
