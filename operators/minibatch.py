@@ -26,6 +26,10 @@ class Minibatch(ValidateOperator):
     name = "minibatch"
     Config = MinibatchConfig
 
+    def max_task_runs(self, train: int) -> int:
+        cfg: MinibatchConfig = self.config  # type: ignore[assignment]
+        return min(cfg.size, train)
+
     def validate(self, ctx: ValidateContext) -> Check:
         cfg: MinibatchConfig = self.config  # type: ignore[assignment]
         if ctx.run_train is None:

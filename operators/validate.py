@@ -20,6 +20,9 @@ class Command(ValidateOperator):
     Config = CommandConfig
     config: CommandConfig
 
+    def max_task_runs(self, train: int) -> int:
+        return 0  # a command, no tasks
+
     def validate(self, ctx: ValidateContext) -> Check:
         cfg = self.config
         res, use = run_command(cfg.command, ctx.workdir, options=cfg, env={}, timeout=cfg.timeout_s)

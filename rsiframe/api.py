@@ -340,6 +340,12 @@ class Operator:
     def __init__(self, config: BaseModel) -> None:
         self.config = config
 
+    def max_task_runs(self, train: int) -> int:
+        """The most tasks one call may run through ``run_train`` (rollout, validate), so
+        ``budget.max_task_runs`` keeps room for them before a child is proposed; ``train``:
+        the train split's size. A run beyond what is left is refused all the same."""
+        return train
+
 
 class SelectOperator(Operator):
     slot = "select"

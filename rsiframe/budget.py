@@ -3,26 +3,49 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from rsiframe.schema import Budget
-from rsiframe.state import RunState
+from rsiframe.state import CHILD_SPLITS, RunState
 
 #: evaluations a child needs (train and gate) and one kept for the champion's sealed anchor
 EVALS_PER_CHILD = 2
 RESERVED_EVALS = 1
 
 
+@dataclass(frozen=True)
+class TaskCosts:
+    """Task runs a child may need (``max_task_runs``): per evaluation split or stage, its
+    splits in order, what its rollout and validate may run, and the sealed anchor's."""
+
+    per_split: dict[str, int] = field(default_factory=dict)
+    child_splits: tuple[str, ...] = ()
+    uncertified: int = 0
+    sealed: int = 0
+
+    @property
+    def per_child(self) -> int:
+        return self.uncertified + sum(self.per_split.get(s, 0) for s in self.child_splits)
+
+
 class BudgetGuard:
-    def __init__(self, budget: Budget, evals_per_child: int = EVALS_PER_CHILD) -> None:
+    def __init__(
+        self,
+        budget: Budget,
+        evals_per_child: int = EVALS_PER_CHILD,
+        costs: TaskCosts | None = None,
+    ) -> None:
         self.budget = budget
         self.evals_per_child = evals_per_child  # more with staged evaluation
+        self.costs = costs or TaskCosts()
 
     def used(self, st: RunState, now: float | None = None) -> dict[str, Any]:
         return {
             "generations": st.generation,
             "candidates": st.children(),
             "evaluations": st.evaluations,
+            "task_runs": st.task_runs,
             "wall_seconds": round(st.wall_seconds(now), 3),
             "model_tokens": st.tokens,
             "cost": round(st.cost, 6),
@@ -34,6 +57,7 @@ class BudgetGuard:
             "generations": b.max_generations,
             "candidates": b.max_candidates,
             "evaluations": b.max_evaluations,
+            "task_runs": b.max_task_runs,
             "wall_seconds": b.max_wall_seconds,
             "model_tokens": b.max_model_tokens,
             "cost": b.max_cost,
@@ -76,7 +100,17 @@ class BudgetGuard:
         b = self.budget
         if b.max_generations is not None and st.generation >= b.max_generations:
             return f"generations reached {b.max_generations}"
-        return self._common(st)
+        return self._task_runs_spent(st) or self._common(st)
+
+    def _task_runs_spent(self, st: RunState) -> str | None:
+        b = self.budget
+        if b.max_task_runs is None:
+            return None
+        if st.task_runs_refused is not None:
+            return st.task_runs_refused
+        if st.task_runs >= b.max_task_runs:
+            return f"task runs reached {b.max_task_runs}"
+        return None
 
     def refuse_candidate(self, st: RunState) -> str | None:
         """Why no new child may be proposed; keeps room for its evaluations and for those
@@ -93,16 +127,38 @@ class BudgetGuard:
         need = self.evals_per_child + RESERVED_EVALS + pending_evaluations(st)
         if b.max_evaluations is not None and st.evaluations + need > b.max_evaluations:
             return f"evaluations would exceed {b.max_evaluations}"
-        return self._common(st)
+        if b.max_task_runs is not None:
+            runs = self.costs.per_child + self.costs.sealed + pending_task_runs(st, self.costs)
+            if st.task_runs + runs > b.max_task_runs:
+                return f"task runs would exceed {b.max_task_runs}"
+        return self._task_runs_spent(st) or self._common(st)
 
-    def refuse_evaluation(self, st: RunState, *, reserved: bool = False) -> str | None:
-        """Why one more evaluation may not run; ``reserved`` may use the kept one."""
-        b = self.budget
+    def refuse_evaluation(
+        self, st: RunState, reserved: bool = False, tasks: int | None = None
+    ) -> str | None:
+        """Why one more evaluation of ``tasks`` tasks (None: the sealed anchor's) may not
+        run; ``reserved`` may use the evaluation and the task runs kept for that anchor."""
+        b, tasks = self.budget, self.costs.sealed if tasks is None else tasks
         if b.max_evaluations is not None:
             limit = b.max_evaluations if reserved else b.max_evaluations - RESERVED_EVALS
             if st.evaluations >= limit:
                 return f"evaluations reached {b.max_evaluations}"
+        if b.max_task_runs is not None:
+            room = b.max_task_runs - (0 if reserved else self.costs.sealed)
+            if st.task_runs + tasks > room:
+                return f"task runs would exceed {b.max_task_runs}"
         return self._common(st)
+
+    def refuse_task_runs(self, st: RunState, tasks: int, unfolded: int = 0) -> str | None:
+        """Why ``tasks`` uncertified task runs (a minibatch, a rollout) may not start, with
+        ``unfolded`` charged but not folded yet; the sealed anchor's room is kept."""
+        b = self.budget
+        if b.max_task_runs is None:
+            return None
+        used = st.task_runs + unfolded
+        if used + tasks > b.max_task_runs - self.costs.sealed:
+            return f"task runs would exceed {b.max_task_runs} ({used} used, {tasks} more asked)"
+        return None
 
 
 def pending_evaluations(st: RunState) -> int:
@@ -115,6 +171,22 @@ def pending_evaluations(st: RunState) -> int:
             last = c.latest(split)
             if c.record(split) is None and (last is None or last.status != "running"):
                 n += 1
+    return n
+
+
+def pending_task_runs(st: RunState, costs: TaskCosts) -> int:
+    """Task runs that children in flight may still start: their rollout and validate (worst
+    case, less what they ran) until they are mutated, then their evaluations not started."""
+    n = 0
+    for c in st.active.values():
+        if c.is_seed or c.state not in ("proposed", "mutated", "evaluating"):
+            continue
+        if c.state == "proposed":
+            n += max(0, costs.uncertified - c.uncertified_runs)
+        for split in c.splits or costs.child_splits or CHILD_SPLITS:
+            last = c.latest(split)
+            if c.record(split) is None and (last is None or last.status != "running"):
+                n += costs.per_split.get(split, 0)
     return n
 
 

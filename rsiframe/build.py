@@ -12,7 +12,8 @@ Two steps, each run by the evaluator in the sandbox with only its own inputs:
    folder (GPT-2 or Llama) with its tokenizer. The audit before it reads the whole dataset
    and ``trainer/``, a superset of what training gets.
 
-No network, ``HOME=/tmp``, ``RSI_THREADS`` threads. Outputs are cached,
+No network, ``HOME=/tmp``, ``RSI_THREADS`` threads, the host's kernel-path variables
+(:data:`rsiframe.hostfacts.KERNEL_ENV`). Outputs are cached,
 content-addressed, in ``$RSIFRAME_CACHE_DIR`` (default ``~/.cache/rsiframe``): the
 dataset by (data subtree digest, command, threads, framework), the model by (dataset
 digest, trainer subtree digest, command, threads, framework), both also by the sandbox's
@@ -47,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rsiframe import __version__, faults
 from rsiframe.contamination import AuditResult, ContaminationConfig, build_texts
 from rsiframe.digest import sha256_bytes, sha256_file, sha256_json
-from rsiframe.hostfacts import host_facts
+from rsiframe.hostfacts import host_facts, kernel_env
 from rsiframe.keys import key_dir
 from rsiframe.safefile import is_regular
 from rsiframe.sandbox import Mount, ProcResult, Sandbox
@@ -258,6 +259,7 @@ class Builder:
             "MPLCONFIGDIR": "/tmp/mpl",
             "WANDB_DISABLED": "true",
             "WANDB_MODE": "disabled",
+            **kernel_env(),  # the host's choice of kernel paths (recorded in the host facts)
         }
 
     @property

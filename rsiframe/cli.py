@@ -478,9 +478,9 @@ def compare(
     """Compare methods across runs: PATHS are run folders or folders holding runs.
 
     One row per method (train, gate, sealed of each run's champion: mean and 95 %
-    bootstrap CI), with evaluations, model tokens, cost and wall time; P(A > B) on sealed
-    for each pair; the per-task matrix; best-gate-so-far curves. Every run is verified
-    first; a run that fails verify is refused.
+    bootstrap CI), with evaluations, task runs, model tokens, cost and wall time; P(A > B)
+    on sealed for each pair; the per-task matrix; best-gate-so-far curves. Every run is
+    verified first; a run that fails verify is refused.
     """
     _show_comparison(list(paths), by=by, force=force, as_json=as_json, html=html, png=png)
 

@@ -42,6 +42,11 @@ class CurvePoint:
     evaluations: int
     cost: float
     best_gate: float
+    task_runs: int = 0
+
+    def x(self, axis: str) -> float:
+        """Where the point lies on ``axis``: evaluations, task_runs or cost."""
+        return float(getattr(self, axis))
 
 
 @dataclass
@@ -65,6 +70,7 @@ class RunData:
     cost: float
     wall_s: float
     records: int
+    task_runs: int = 0  # every task executed (budget.max_task_runs' count)
     curve: list[CurvePoint] = field(default_factory=list)
 
 
@@ -109,6 +115,7 @@ class Comparison:
                     "runs": [r.run_id for r in m.runs],
                     **{s: est(m.scores[s]) for s in SPLITS},
                     "evaluations": m.usage("evaluations"),
+                    "task_runs": m.usage("task_runs"),
                     "model_tokens": m.usage("tokens"),
                     "cost_usd": m.usage("cost"),
                     "wall_s": m.usage("wall_s"),
@@ -156,11 +163,19 @@ def find_runs(paths: list[Path]) -> list[Path]:
 def _curve(loaded: Any) -> list[CurvePoint]:
     """Best admitted gate score so far, after each gate decision (scores: verified only)."""
     st = loaded.state
-    evaluations, cost, best = 0, 0.0, None
+    evaluations, cost, best, runs = 0, 0.0, None, 0
+    uncounted = set()  # an older archive's attempts: no task count at their start
     points = []
     for ev in loaded.events:
         if ev.type == "evaluation_started":
             evaluations += 1
+            runs += ev.data.get("tasks") or 0
+            if ev.data.get("tasks") is None:
+                uncounted.add((ev.data["id"], ev.data["split"], ev.data["attempt"]))
+        elif ev.type == "task_finished":
+            runs += (ev.data["id"], ev.data["split"], ev.data["attempt"]) in uncounted
+        elif ev.type == "tasks_run":
+            runs += ev.data["tasks"]
         elif ev.type == "usage" and ev.data.get("slot") == "evaluate":
             cost += float(ev.data.get("cost", 0.0))
         elif ev.type == "model_call":  # the gateway's count (operators' self-reports: none)
@@ -170,9 +185,9 @@ def _curve(loaded: Any) -> list[CurvePoint]:
             score = c.score("gate") if c is not None and c.state == "admitted" else None
             if score is not None and (best is None or score > best):
                 best = score
-                points.append(CurvePoint(evaluations, cost, best))
+                points.append(CurvePoint(evaluations, cost, best, runs))
     if best is not None:
-        points.append(CurvePoint(evaluations, cost, best))
+        points.append(CurvePoint(evaluations, cost, best, runs))
     return points
 
 
@@ -222,6 +237,7 @@ def read_run(path: Path) -> RunData:
         cost=st.cost,
         wall_s=st.wall_seconds(),
         records=st.records,
+        task_runs=st.task_runs,
         curve=_curve(loaded),
     )
 

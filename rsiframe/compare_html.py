@@ -11,13 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe.compare import SPLITS, Comparison, RunData
-from rsiframe.compare_view import (
-    fmt_estimate,
-    has_cost,
-    method_curve,
-    task_matrix,
-)
+from rsiframe.compare_view import axes, fmt_estimate, method_curve, task_matrix
 
+RUN_USAGE = ("evals", "task runs", "records", "path")
 LINESTYLES = ("-", "--", ":", "-.")  # methods with identical curves stay visible
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
@@ -32,13 +28,13 @@ def _pyplot() -> Any:
 
 
 def _run_steps(run: RunData, axis: str) -> tuple[list[float], list[float]]:
-    xs = [float(p.evaluations if axis == "evaluations" else p.cost) for p in run.curve]
+    xs = [p.x(axis) for p in run.curve]
     return xs, [p.best_gate for p in run.curve]
 
 
 def plot_png(report: Comparison, axis: str) -> bytes:
-    """Best admitted gate so far against ``axis`` (evaluations or cost): each run thin, the
-    mean over a method's runs thick."""
+    """Best admitted gate so far against ``axis`` (evaluations, task_runs or cost): each run
+    thin, the mean over a method's runs thick."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=120)
     for i, m in enumerate(report.methods):
@@ -53,7 +49,7 @@ def plot_png(report: Comparison, axis: str) -> bytes:
             label = f"{m.name} (n={len(m.runs)})"
             style = LINESTYLES[i % len(LINESTYLES)]
             ax.step(xs, ys, where="post", color=colour, linewidth=2.0, linestyle=style, label=label)
-    ax.set_xlabel("evaluations" if axis == "evaluations" else "cost (USD)")
+    ax.set_xlabel({"cost": "cost (USD)", "task_runs": "task runs"}.get(axis, axis))
     ax.set_ylabel("best admitted gate score so far")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
@@ -65,8 +61,7 @@ def plot_png(report: Comparison, axis: str) -> bytes:
 
 
 def pngs(report: Comparison) -> dict[str, bytes]:
-    axes = ("evaluations", "cost") if has_cost(report) else ("evaluations",)
-    return {f"best-gate-vs-{axis}.png": plot_png(report, axis) for axis in axes}
+    return {f"best-gate-vs-{a.replace('_', '-')}.png": plot_png(report, a) for a in axes(report)}
 
 
 def write_pngs(report: Comparison, folder: Path) -> list[Path]:
@@ -102,6 +97,7 @@ def render_html(report: Comparison) -> str:
             str(len(m.runs)) + ("" if m.over == "runs" else " *"),
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",
+            f"{m.usage('task_runs'):.0f}",
             f"{m.usage('tokens'):.0f}",
             f"{m.usage('cost'):.4g}",
             f"{m.usage('wall_s'):.0f} s",
@@ -121,6 +117,7 @@ def render_html(report: Comparison) -> str:
             r.champion or "—",
             *("—" if r.scores[s] is None else f"{r.scores[s]:.3f}" for s in SPLITS),
             str(r.evaluations),
+            str(r.task_runs),
             str(r.records),
             str(r.path),
         ]
@@ -149,7 +146,7 @@ def render_html(report: Comparison) -> str:
         f" Made {html.escape(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}.</p>",
         forced,
         _table(
-            ["method", "runs", *SPLITS, "evals", "tokens", "cost", "wall"],
+            ["method", "runs", *SPLITS, "evals", "task runs", "tokens", "cost", "wall"],
             methods,
         ),
         "<h2>P(A &gt; B) on sealed</h2>",
@@ -159,7 +156,7 @@ def render_html(report: Comparison) -> str:
         _table(["split", "task", *(m.name for m in report.methods)], task_matrix(report, SPLITS)),
         "<h2>runs</h2>",
         _table(
-            ["method", "run", "seed", "state", "champion", *SPLITS, "evals", "records", "path"],
+            ["method", "run", "seed", "state", "champion", *SPLITS, *RUN_USAGE],
             runs,
         ),
         "</body></html>\n",

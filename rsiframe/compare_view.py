@@ -25,18 +25,16 @@ MATRIX_SPLITS = ("gate", "sealed")
 def _value_at(run: RunData, x: float, axis: str) -> float | None:
     best = None
     for p in run.curve:
-        if (p.evaluations if axis == "evaluations" else p.cost) <= x:
+        if p.x(axis) <= x:
             best = p.best_gate
     return best
 
 
 def method_curve(m: Method, axis: str) -> list[tuple[float, float]]:
     """Mean over the method's runs of the best admitted gate score so far, as steps on the
-    union of the runs' x values (``axis``: evaluations or cost); a run that has ended
-    keeps its last value."""
-    xs = sorted(
-        {float(p.evaluations if axis == "evaluations" else p.cost) for r in m.runs for p in r.curve}
-    )
+    union of the runs' x values (``axis``: evaluations, task_runs or cost); a run that has
+    ended keeps its last value."""
+    xs = sorted({p.x(axis) for r in m.runs for p in r.curve})
     points = []
     for x in xs:
         ys = [_value_at(r, x, axis) for r in m.runs if r.curve]
@@ -47,6 +45,12 @@ def method_curve(m: Method, axis: str) -> list[tuple[float, float]]:
 
 def has_cost(report: Comparison) -> bool:
     return any(p.cost > 0 for m in report.methods for r in m.runs for p in r.curve)
+
+
+def axes(report: Comparison) -> tuple[str, ...]:
+    """The x axes worth a curve: evaluations, task runs (when counted), cost (when spent)."""
+    runs = any(p.task_runs > 0 for m in report.methods for r in m.runs for p in r.curve)
+    return ("evaluations",) + ("task_runs",) * runs + ("cost",) * has_cost(report)
 
 
 def _step(points: list[tuple[float, float]], x: float) -> float | None:
@@ -85,11 +89,12 @@ def ascii_plot(report: Comparison, axis: str, width: int = 64, height: int = 12)
         for ch, style in line:
             text.append(ch, style=style)
         text.append("\n")
-    fmt = "{:.0f}" if axis == "evaluations" else "{:.4g}"
+    fmt = "{:.4g}" if axis == "cost" else "{:.0f}"
     left, right = fmt.format(x0), fmt.format(x1)
     text.append("      +" + "-" * width + "\n")
     text.append("       " + left + " " * max(1, width - len(left) - len(right)) + right + "\n")
-    text.append(f"       best admitted gate so far (mean over runs) vs {axis}\n")
+    label = axis.replace("_", " ")
+    text.append(f"       best admitted gate so far (mean over runs) vs {label}\n")
     for k, (i, c) in enumerate(curves):
         m = report.methods[i]
         text.append(f"       {MARKERS[i % len(MARKERS)]} ", style=COLOURS[i % len(COLOURS)])
@@ -115,7 +120,7 @@ def methods_table(report: Comparison) -> Table:
     )
     for col in ("method", "runs", *SPLITS):
         table.add_column(col, overflow="fold")
-    for col in ("evals", "tokens", "cost", "wall"):
+    for col in ("evals", "task runs", "tokens", "cost", "wall"):
         table.add_column(col, justify="right")
     marked = {rid for r in report.refused for rid in r["runs"]}
     for i, m in enumerate(report.methods):
@@ -128,6 +133,7 @@ def methods_table(report: Comparison) -> Table:
             f"{len(m.runs)}{over}",
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",
+            f"{m.usage('task_runs'):.0f}",
             f"{m.usage('tokens'):.0f}",
             f"{m.usage('cost'):.4g}",
             f"{m.usage('wall_s'):.0f} s",
@@ -204,10 +210,9 @@ def print_report(report: Comparison, out: Console) -> None:
     if report.pairs:
         _print_wide(out, pairs_table(report))
     _print_wide(out, matrix_table(report))
-    out.print(ascii_plot(report, "evaluations"))
-    if has_cost(report):
-        out.print(ascii_plot(report, "cost"))
-    else:
+    for axis in axes(report):
+        out.print(ascii_plot(report, axis))
+    if not has_cost(report):
         out.print("(no run spent any cost: no curve against cost)", highlight=False)
 
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from rsiframe import events as E
 from rsiframe import health, opidentity, reaper
 from rsiframe.archive import Event
-from rsiframe.budget import BudgetGuard
 from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.inflight import Closure, Inflight
@@ -37,6 +36,7 @@ from rsiframe.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, see
 from rsiframe.snapshot import save_snapshot
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
+from rsiframe.taskruns import TaskRunMeter, budget_guard
 from rsiframe.tasks import SPLITS, tasks_by_split
 from rsiframe.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.untrusted import UntrustedOperator
@@ -63,7 +63,6 @@ class Engine:
         self.retry_failed = retry_failed
         self.timings = Timings()
         self.stages = Stages.of(self.recipe, self.task_lock.split)  # staged evaluation (#15)
-        self.budget = BudgetGuard(self.recipe.budget, self.stages.evals_per_child)
         self.view = StateView(
             self.state,
             self.repo,
@@ -74,6 +73,7 @@ class Engine:
         ops = {slot: cls(config) for slot, (cls, config) in self.resolved.operators.items()}
         names = {slot: spec.operator for slot in ops if (spec := self.recipe.slots.get(slot))}
         self.calls = OperatorCalls(ops, names, self.view, self.recipe.random_seed, self.timings)
+        self.budget = budget_guard(self.recipe.budget, self.stages, ops)  # task runs too
         self.tasks = TaskRunner(
             self.evaluator,
             self.taskset,
@@ -112,6 +112,7 @@ class Engine:
         self.calls.horizon = self.sched.horizon
         self.archive.listeners.append(self._on_event)
         self._progress = Progress()
+        TaskRunMeter.attach(self)  # charges minibatch and rollout task runs (max_task_runs)
         self.models = RunModels.attach(self)  # the run's gateway process (issue 13), or None
 
     @property
@@ -345,7 +346,8 @@ class Engine:
         self, c: Candidate, split: str, reserved: bool = False, wait: bool = False
     ) -> str | None:
         """Start one attempt on a worker (``wait``: on this thread, e.g. the sealed one)."""
-        refusal = self.budget.refuse_evaluation(self.state, reserved=reserved or split == "sealed")
+        ids = self.stages.task_ids(split)  # a stage's tasks (#15), charged as it starts
+        refusal = self.budget.refuse_evaluation(self.state, reserved or split == "sealed", len(ids))
         if refusal is not None:
             if reserved or self.inflight.jobs:  # the run ends once what is in flight settles
                 return None if reserved else WAIT
@@ -353,9 +355,8 @@ class Engine:
         self.task_lock.check((base_split(split),))  # a stage runs on its split's tasks (#15)
         assert c.commit is not None and c.tree is not None
         attempt = len(c.attempts.get(split, [])) + 1
-        self.emit(E.EvaluationStarted(id=c.id, split=split, attempt=attempt))
-        tasks, desc = self.stages.task_ids(split), c.description  # a stage's tasks (#15)
-        job = Job(c.id, c.commit, c.tree, c.parent_commit, split, attempt, tasks, desc)
+        self.emit(E.EvaluationStarted(id=c.id, split=split, attempt=attempt, tasks=len(ids)))
+        job = Job(c.id, c.commit, c.tree, c.parent_commit, split, attempt, ids, c.description)
         t0 = time.perf_counter()
 
         def work() -> Closure:

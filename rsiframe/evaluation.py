@@ -177,6 +177,7 @@ class TaskRunner:
         self._tokens = threading.Lock()
         self._reserved: dict[int, int] = {}  # token reservations of runs in flight
         self._unfolded = 0  # tokens reported by workers, not yet folded by the writer
+        self.meter: Any = None  # taskruns.TaskRunMeter: charges uncertified runs (run_train)
 
     def reserve_tokens(self, key: int) -> int | None:
         """This run's token limit: an equal share of what no run in flight has reserved,

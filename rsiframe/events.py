@@ -91,6 +91,16 @@ class RolloutDone(EventData):
     reused: bool = False
 
 
+class TasksRun(EventData):
+    """Uncertified task runs (validate's minibatch, a rollout's ``run_train``), charged to
+    ``budget.max_task_runs`` before they start."""
+
+    type = "tasks_run"
+    id: str
+    purpose: str  # minibatch | rollout
+    tasks: int
+
+
 class AnalysisDone(EventData):
     type = "analysis_done"
     id: str
@@ -141,6 +151,7 @@ class CandidateAbandoned(EventData):
 
 class EvaluationStarted(AttemptEvent):
     type = "evaluation_started"
+    tasks: int | None = None  # the tasks it runs, charged to max_task_runs (older: None)
 
 
 class TaskFinished(AttemptEvent):
@@ -188,6 +199,8 @@ class UsageSpent(EventData):
     requests: int | None = None
     refused: int | None = None
     cancelled: int | None = None  # requests the server stopped (client gone, evaluation over)
+    queue_s: float | None = None  # seconds the requests waited for the model (D/T/H server)
+    queue_max_s: float | None = None  # the longest such wait
 
 
 class ModelCall(EventData):
@@ -263,6 +276,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         RunFinished,
         CandidateProposed,
         RolloutDone,
+        TasksRun,
         AnalysisDone,
         CandidateMutated,
         CandidateRejected,

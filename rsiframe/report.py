@@ -263,9 +263,11 @@ def print_summary(report: StatusReport, console: Console) -> None:
     used = report.budget["used"]
     children = sum(1 for c in report.candidates if c.parent is not None)
     seed = "seed + " if report.seed is not None else ""
+    limit = report.budget["limits"].get("task_runs")
+    runs = f"{used.get('task_runs', 0)}" + (f"/{limit}" if limit is not None else "")
     console.print(
         f"{seed}{children} candidates (the seed is not counted in max_candidates; {counts}); "
-        f"{used['evaluations']} evaluations; {used['wall_seconds']:.0f} s",
+        f"{used['evaluations']} evaluations; {runs} task runs; {used['wall_seconds']:.0f} s",
         highlight=False,
     )
     if report.model_calls or report.model_tokens or report.cost_usd:

@@ -129,6 +129,9 @@ class Budget(_Strict):
     max_generations: int | None = Field(10, ge=0)
     max_candidates: int | None = Field(None, ge=0)
     max_evaluations: int | None = Field(None, ge=0)
+    #: every task a run executes: certified trials (every split and stage, sealed too,
+    #: retries too), rollout and validate-minibatch runs
+    max_task_runs: int | None = Field(None, ge=0)
     max_wall_seconds: float | None = Field(None, gt=0)
     max_model_tokens: int | None = Field(None, ge=0)
     max_cost: float | None = Field(None, ge=0)

@@ -25,6 +25,7 @@ of an allowed architecture (GPT-2, Llama) loads: pickles and remote code are ref
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import importlib.util
 import json
@@ -60,6 +61,9 @@ IO_TIMEOUT_S = 120.0
 SPECIAL_TOKEN_SLACK = 8
 #: how long closing an endpoint waits for its running and queued requests to stop
 CLOSE_WAIT_S = 60.0
+#: while a request waits for the model, an interim ``100 Continue`` this often (HTTP/1.1
+#: clients skip them), so a client's read timeout measures the server's work, never its queue
+QUEUE_HEARTBEAT_S = 1.0
 
 
 class ModelRefused(Exception):
@@ -139,7 +143,10 @@ class TransformersBackend:
             torch.set_num_threads(threads)
         self.max_batch = max_batch
         self._models: dict[str, tuple[Any, Any]] = {}
-        self._lock = threading.Lock()
+        # one generation at a time, taken in arrival order (a queue, not a lock race)
+        self._turns: collections.deque[object] = collections.deque()
+        self._busy = False
+        self._cond = threading.Condition()
 
     def load(self, key: str, path: Path) -> None:
         if key in self._models:
@@ -194,12 +201,35 @@ class TransformersBackend:
         """The exact prompt tokens of a request (what it is charged for its prompts)."""
         return sum(self.count(key, p) for p in prompts)
 
-    def _acquire(self, cancelled: Callable[[], bool]) -> None:
-        """Wait for the model, dropping the request if it is cancelled while it waits, so a
+    def _acquire(self, cancelled: Callable[[], bool], waiting: Callable[[float], None]) -> None:
+        """Wait for the model in arrival order, telling ``waiting`` the seconds so far (and
+        the total when the turn comes); a request cancelled while it waits is dropped, so a
         finished evaluation's queued requests never run (and never delay another's)."""
-        while not self._lock.acquire(timeout=0.05):
-            if cancelled():
-                raise Cancelled(0, 0)
+        me, t0 = object(), time.monotonic()
+        with self._cond:
+            self._turns.append(me)
+        try:
+            while True:
+                with self._cond:
+                    if not self._busy and self._turns[0] is me:
+                        self._turns.popleft()
+                        self._busy = True
+                        break
+                    self._cond.wait(0.05)
+                if cancelled():
+                    raise Cancelled(0, 0)
+                waiting(time.monotonic() - t0)  # outside the lock: it may write to a socket
+        except BaseException:
+            with self._cond:
+                self._turns.remove(me)
+                self._cond.notify_all()
+            raise
+        waiting(time.monotonic() - t0)
+
+    def _release(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
 
     def generate(
         self,
@@ -213,9 +243,11 @@ class TransformersBackend:
         seed: int | None,
         stop: list[str],
         cancelled: Callable[[], bool] = lambda: False,
+        waiting: Callable[[float], None] = lambda s: None,
     ) -> tuple[list[Choice], int]:
         """Choices (prompt-major) and prompt tokens; :class:`Cancelled` as soon as
-        ``cancelled()`` says so: it is asked before every generated token."""
+        ``cancelled()`` says so: it is asked before every generated token and while the
+        request waits for the model (``waiting``: the seconds it has waited so far)."""
         import torch
         from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -228,7 +260,7 @@ class TransformersBackend:
         prompt_tokens = self.prompt_tokens(key, prompts)
         limit = self.context(key)
         out: list[Choice] = []
-        self._acquire(cancelled)
+        self._acquire(cancelled, waiting)
         try:
             return self._generate_locked(
                 model,
@@ -246,7 +278,7 @@ class TransformersBackend:
                 stop=stop,
             )
         finally:
-            self._lock.release()
+            self._release()
 
     def _generate_locked(
         self,
@@ -427,10 +459,12 @@ class Endpoint:
     cancelled: int = 0
     reserved: int = 0
     active: int = 0
+    queue_s: float = 0.0  # seconds requests waited for the model (the others' generation)
+    queue_max_s: float = 0.0
     closed: threading.Event = field(default_factory=threading.Event)
     cond: threading.Condition = field(default_factory=threading.Condition)
 
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> dict[str, Any]:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -438,6 +472,8 @@ class Endpoint:
             "requests": self.requests,
             "refused": self.refused,
             "cancelled": self.cancelled,
+            "queue_s": round(self.queue_s, 3),
+            "queue_max_s": round(self.queue_max_s, 3),
         }
 
     def reserve(self, tokens: int) -> None:
@@ -459,8 +495,11 @@ class Endpoint:
             self.reserved += tokens
             self.active += 1
 
-    def settle(self, held: int, prompt: int, completion: int, cancelled: bool = False) -> None:
-        """Release a reservation and charge what the request used (never more than held)."""
+    def settle(
+        self, held: int, prompt: int, completion: int, cancelled: bool = False, queued: float = 0.0
+    ) -> None:
+        """Release a reservation and charge what the request used (never more than held);
+        ``queued``: the seconds it waited for the model."""
         prompt = min(prompt, held)
         completion = min(completion, held - prompt)
         with self.cond:
@@ -471,6 +510,8 @@ class Endpoint:
             if prompt or completion or not cancelled:
                 self.requests += 1
             self.cancelled += int(cancelled)
+            self.queue_s += queued
+            self.queue_max_s = max(self.queue_max_s, queued)
             self.cond.notify_all()
 
     def close(self, timeout: float) -> None:
@@ -584,6 +625,7 @@ class Api:
         path: str,
         body: dict[str, Any] | None,
         cancelled: Callable[[], bool] = lambda: False,
+        waiting: Callable[[float], None] = lambda s: None,
     ) -> dict[str, Any]:
         path = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and path == "/v1/models":
@@ -607,7 +649,7 @@ class Api:
             req = _parse(body, chat, self.limits)
             if isinstance(self.backend, VllmBackend):
                 return self._proxy(req, chat, cancelled)
-            return self._complete(req, chat, cancelled)
+            return self._complete(req, chat, cancelled, waiting)
         raise ApiError(404, f"no route {method} {path}", "invalid_request_error", "not_found")
 
     def _stopped(self) -> ApiError:
@@ -643,11 +685,23 @@ class Api:
         resp["model"] = self.ep.model
         return resp
 
-    def _complete(self, req: Request, chat: bool, cancelled: Callable[[], bool]) -> dict[str, Any]:
+    def _complete(
+        self,
+        req: Request,
+        chat: bool,
+        cancelled: Callable[[], bool],
+        waiting: Callable[[float], None],
+    ) -> dict[str, Any]:
         if req.messages is not None:
             req.prompts = [self.backend.chat_prompt(self.ep.key, req.messages)]
         held = self.backend.prompt_tokens(self.ep.key, req.prompts) + req.asked
         self.ep.reserve(held)
+        waited = [0.0]
+
+        def queued(seconds: float) -> None:
+            waited[0] = seconds
+            waiting(seconds)
+
         try:
             choices, prompt_tokens = self.backend.generate(
                 self.ep.key,
@@ -659,15 +713,18 @@ class Api:
                 seed=req.seed,
                 stop=req.stop,
                 cancelled=cancelled,
+                waiting=queued,
             )
         except Cancelled as exc:
-            self.ep.settle(held, exc.prompt_tokens, exc.completion_tokens, cancelled=True)
+            self.ep.settle(
+                held, exc.prompt_tokens, exc.completion_tokens, cancelled=True, queued=waited[0]
+            )
             raise self._stopped() from None
         except BaseException:
-            self.ep.settle(held, 0, 0)
+            self.ep.settle(held, 0, 0, queued=waited[0])
             raise
         completion_tokens = sum(c.tokens for c in choices)
-        self.ep.settle(held, prompt_tokens, completion_tokens)
+        self.ep.settle(held, prompt_tokens, completion_tokens, queued=waited[0])
         created = int(time.time())
         usage = {
             "prompt_tokens": prompt_tokens,
@@ -797,6 +854,19 @@ def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
                 return False
             return api.ep.closed.is_set() or self._client_gone()
 
+        def _waiting(self, seconds: float) -> None:
+            """The request is queued behind others: an interim ``100 Continue`` every
+            ``QUEUE_HEARTBEAT_S``, so a client's read timeout counts connecting and its own
+            generation, not the wait for other requests (HTTP/1.0 clients get none)."""
+            if self.request_version != "HTTP/1.1" or seconds < self._beats * QUEUE_HEARTBEAT_S:
+                return
+            self._beats = int(seconds // QUEUE_HEARTBEAT_S) + 1
+            try:
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                self.wfile.flush()
+            except OSError:  # the client is gone: _cancelled sees it
+                self.close_connection = True
+
         def _serve(self, method: str) -> None:
             try:
                 body = None
@@ -812,7 +882,8 @@ def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
                         raise ApiError(
                             400, f"body is not JSON: {exc}", "invalid_request_error"
                         ) from exc
-                self._send(200, api.handle(method, self.path, body, self._cancelled))
+                self._beats = 1
+                self._send(200, api.handle(method, self.path, body, self._cancelled, self._waiting))
             except ApiError as exc:
                 self._send(exc.status, exc.body())
             except Exception as exc:  # a server bug must still answer in OpenAI's shape
@@ -1031,12 +1102,16 @@ class ModelServer:
         self.models_root.mkdir(parents=True, exist_ok=True)
         if self.dir is None:
             self.dir = Path(tempfile.mkdtemp(prefix="rsi-srv-"))
+        from rsiframe.hostfacts import kernel_env
+
         m_models, m_serve, m_script = self._mounts()
         view = self.sandbox.view
         env = {
+            **kernel_env(),  # the kernel paths the build used (host facts)
             "HOME": "/tmp",
             "RSI_THREADS": str(self.threads),
             "OMP_NUM_THREADS": str(self.threads),
+            "MKL_NUM_THREADS": str(self.threads),
             "TOKENIZERS_PARALLELISM": "false",
             "HF_HOME": "/tmp/hf",
             "HF_HUB_OFFLINE": "1",

@@ -42,6 +42,7 @@ class Attempt:
     status: str  # running | certified | failed | interrupted | invalid
     record: CertifiedRecord | None = None
     error: str | None = None
+    tasks: int | None = None  # the tasks it was charged for (None: an older archive's)
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Candidate:
     second_parent: str | None = None  # a merge's second parent
     merged_commit: str | None = None  # its commit (the merge commit's second git parent)
     splits: tuple[str, ...] = ()  # its evaluation stages (staged evaluation); empty: default
+    uncertified_runs: int = 0  # task runs of its rollout and validate minibatch (tasks_run)
 
     @property
     def parents(self) -> list[str]:
@@ -160,6 +162,10 @@ class RunState:
     proposed_in: dict[int, int] = field(default_factory=dict)
     reflected: dict[int, str] = field(default_factory=dict)
     evaluations: int = 0
+    #: every task execution: certified attempts (charged as they start), minibatch and
+    #: rollout runs (tasks_run); budget.max_task_runs counts these
+    task_runs: int = 0
+    task_runs_refused: str | None = None  # a minibatch or rollout the budget refused: why
     tokens: int = 0
     tokens_refused: int = 0  # requests the model server refused: the allowance could not cover them
     cost: float = 0.0
@@ -314,6 +320,8 @@ class RunState:
         if c.tree is not None and c.rejected is None:
             self._untree(c)
         c.rejected = E.payload(d)
+        if d.stage == "budget":  # a minibatch or rollout the task-run budget refused
+            self.task_runs_refused = d.reasons[0] if d.reasons else "task runs refused"
 
     def _untree(self, c: Candidate) -> None:
         assert c.tree is not None
@@ -327,8 +335,11 @@ class RunState:
 
     def _on_evaluation_started(self, ev: Event, d: E.EvaluationStarted) -> None:
         c = self.candidates[d.id]
-        c.attempts.setdefault(d.split, []).append(Attempt(d.split, d.attempt, "running"))
+        c.attempts.setdefault(d.split, []).append(
+            Attempt(d.split, d.attempt, "running", tasks=d.tasks)
+        )
         self.evaluations += 1
+        self.task_runs += d.tasks or 0
 
     def _attempt(self, d: E.AttemptEvent) -> Attempt | None:
         c = self.candidates.get(d.id)
@@ -372,7 +383,15 @@ class RunState:
         return next((why for ok, why in checks if not ok), "")
 
     def _on_task_finished(self, ev: Event, d: E.TaskFinished) -> None:
-        pass  # evidence only: scores come from certificates
+        # evidence only: scores come from certificates; an older archive's attempt (no
+        # task count at its start) is charged per task that finished
+        a = self._attempt(d)
+        if a is not None and a.tasks is None:
+            self.task_runs += 1
+
+    def _on_tasks_run(self, ev: Event, d: E.TasksRun) -> None:
+        self.candidates[d.id].uncertified_runs += d.tasks
+        self.task_runs += d.tasks
 
     def _on_evaluation_failed(self, ev: Event, d: E.EvaluationFailed) -> None:
         a = self._attempt(d)

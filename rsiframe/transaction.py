@@ -159,11 +159,17 @@ class Transaction:
         try:
             merge = self._merges.pop(cid, None)
             if merge is not None:
-                return self._merge(cid, parent, generation, workdir, *merge)
-            return self._steps(cid, parent, generation, workdir)
+                outcome = self._merge(cid, parent, generation, workdir, *merge)
+            else:
+                outcome = self._steps(cid, parent, generation, workdir)
         except OperatorFailed as exc:
             digest = self.put(exc.trace.encode())
-            return E.CandidateRejected(id=cid, stage=exc.slot, reasons=[str(exc)], traceback=digest)
+            outcome = E.CandidateRejected(
+                id=cid, stage=exc.slot, reasons=[str(exc)], traceback=digest
+            )
+        if (why := self.tasks.meter.refused.pop(cid, None)) is not None:  # max_task_runs: the run
+            return E.CandidateRejected(id=cid, stage="budget", reasons=[why])  # ends exhausted
+        return outcome
 
     def _steps(self, cid: str, parent: Candidate, generation: int, workdir: Path) -> Outcome:
         calls, view = self.calls, self.calls.view
@@ -313,7 +319,7 @@ class Transaction:
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(workdir, copy, symlinks=True)  # the work tree stays untouched
             try:
-                return self.tasks.rows(self.tasks.run(cid, "minibatch", copy, ids))
+                return self.tasks.meter.run(cid, "minibatch", copy, ids)
             finally:
                 shutil.rmtree(copy, ignore_errors=True)
 
@@ -325,7 +331,7 @@ class Transaction:
         def run_train(task_ids: list[str] | None = None) -> list[dict[str, Any]]:
             ids = [t for t in (task_ids or train) if t in train]
             self.task_lock.check(("train",))
-            return self.tasks.rows(self.tasks.run(cid, "rollout", self.export(parent), ids))
+            return self.tasks.meter.run(cid, "rollout", self.export(parent), ids)
 
         ctx = RolloutContext(
             self.calls.view,

@@ -51,7 +51,7 @@ from rsiframe.evaluator import (
     make_evaluator,
     run_tasks,
 )
-from rsiframe.hostfacts import differing
+from rsiframe.hostfacts import describe, differing
 from rsiframe.loader import unsigned_events
 from rsiframe.runfolder import RunPaths
 from rsiframe.signing import BadSignature, RecordVerifier
@@ -621,10 +621,11 @@ def _host_differences(
     """D/T/H rewards moved past the tolerance: name the host facts unlike the record's."""
     if not recorded or not built:
         return
-    here = built[-1].get("host") or {}
-    names = differing(recorded.get("host"), here)
+    here, was = built[-1].get("host") or {}, recorded.get("host") or {}
+    names = differing(was, here)
     rep.host_differs = sorted(set(rep.host_differs) | set(names))
     if names:
-        rep.notes.append(f"{split}: host facts that differ from the record's: {', '.join(names)}")
+        what = "; ".join(describe(n, was.get(n), here.get(n)) for n in names)
+        rep.notes.append(f"{split}: host facts that differ from the record's: {what}")
     else:
         rep.notes.append(f"{split}: every recorded host fact is the same here")

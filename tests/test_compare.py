@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import REPO, cli, make_mini
+from conftest import REPO, cli, events, make_mini, status_json
 
 from rsiframe import ablate as ablate_mod
 from rsiframe.engine import Engine
@@ -23,6 +23,7 @@ METHOD_KEYS = {
     "gate",
     "sealed",
     "evaluations",
+    "task_runs",
     "model_tokens",
     "cost_usd",
     "wall_s",
@@ -121,6 +122,11 @@ def test_compare_groups_repeats_into_methods_with_cis_over_runs(grid: Grid) -> N
             lo, hi = est["ci"]
             assert lo <= est["mean"] <= hi
         assert m["evaluations"] > 3 and m["model_tokens"] == 0 and m["cost_usd"] == 0
+    for op in ("best", "uniform"):  # task runs: the archive's count, and the tasks that ran
+        runs = [grid.root / f"{op}-r{k}" for k in (0, 1)]
+        used = [status_json(r)["budget"]["used"]["task_runs"] for r in runs]
+        ran = [sum(e["type"] == "task_finished" for e in events(r)) for r in runs]
+        assert methods[f"mini.select-{op}"]["task_runs"] == sum(used) / 2 == sum(ran) / 2
     assert (
         methods["mini.select-best"]["method_digest"]
         != methods["mini.select-uniform"]["method_digest"]
@@ -185,9 +191,10 @@ def test_compare_writes_png_and_a_self_contained_html(grid: Grid, tmp_path: Path
     assert res.exit_code == 0, res.stderr
     plot = png / "best-gate-vs-evaluations.png"
     assert plot.read_bytes().startswith(b"\x89PNG")
+    assert (png / "best-gate-vs-task-runs.png").read_bytes().startswith(b"\x89PNG")
     assert not (png / "best-gate-vs-cost.png").exists()  # no cost was spent
     page = html.read_text()
-    assert page.count("data:image/png;base64,") == 1
+    assert page.count("data:image/png;base64,") == 2
     assert "http://" not in page and "https://" not in page and "<script" not in page
     assert "mini.select-best" in page and "P(A &gt; B)" in page
     # the terminal view holds the table, the matrix and the curve

@@ -63,6 +63,7 @@ def budget_line(report: dict) -> str:
         ("generations", "gen"),
         ("candidates", "cand"),
         ("evaluations", "evals"),
+        ("task_runs", "task runs"),
         ("wall_seconds", "wall"),
         ("model_tokens", "tokens"),
         ("cost", "cost"),

@@ -7,13 +7,18 @@ Reads ``items.jsonl`` (``$RSI_APP``, default the cwd), sends ONE batched
 parses and votes the completions, optionally retries invalid answers in one more
 batched request per round, and writes ``answers.jsonl`` (``{"id", "answer"}`` per
 line). Stdlib and PyYAML only. A request that fails or times out ends the run with
-status 1 after writing whatever answers it has (empty for the rest).
+status 1 after writing whatever answers it has (empty for the rest), and says why on
+stderr (the task's error in the record). ``request_timeout_s`` is a read timeout: it
+counts connecting and the server's silence while it generates, not the wait behind other
+requests (the server sends an interim ``100 Continue`` every second while a request waits
+in its queue), so a busy host does not make it fire.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -119,10 +124,17 @@ def complete(prompts: list[str], *, n: int, temperature: float, cfg: dict) -> li
     req = urllib.request.Request(
         base + "/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
     )
+    timeout = float(cfg.get("request_timeout_s", 60))
     try:
-        with urllib.request.urlopen(req, timeout=float(cfg.get("request_timeout_s", 60))) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             reply = json.loads(r.read())
     except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+        if isinstance(exc, TimeoutError | socket.timeout) or isinstance(
+            getattr(exc, "reason", None), TimeoutError | socket.timeout
+        ):
+            raise RequestFailed(
+                f"completions request failed: timed out after {timeout:g}s (request_timeout_s)"
+            ) from exc
         raise RequestFailed(f"completions request failed: {exc}") from exc
     choices = reply.get("choices") if isinstance(reply, dict) else None
     if not isinstance(choices, list) or len(choices) != len(prompts) * n:
