@@ -768,6 +768,9 @@ class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer
 
     daemon_threads = True
     block_on_close = False
+    # the listen backlog: a harness's burst of connections waits for the accept loop on a
+    # busy host (with socketserver's 5, a client's connect failed with EAGAIN)
+    request_queue_size = MAX_CONNECTIONS
 
     def __init__(self, path: str, handler: type[BaseHTTPRequestHandler]) -> None:
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,12 @@ from click.testing import CliRunner, Result
 from rsiframe.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A shell without job control starts a background command ('make test &') with SIGINT
+# ignored, and that is inherited by every run the tests start: the Ctrl-C tests would then
+# see a run that cannot be interrupted (as rsiframe rightly keeps an ignored SIGINT).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
