@@ -160,10 +160,17 @@ class RunCgroups:
                 + "; ".join(f"{c}: {why}" for c, why in sorted(self.missing.items()))
             )
 
-    def fallbacks(self) -> list[str]:
-        """Each limit held only by a per-process rlimit, and why, in words."""
+    def fallbacks(self, *, nproc_binds: bool = True) -> list[str]:
+        """Each limit held only by a per-process rlimit (or by nothing: ``nproc_binds``
+        False, where RLIMIT_NPROC cannot bind), and why, in words."""
+        pids = (
+            "processes limited by RLIMIT_NPROC only (no pids cgroup: {})"
+            if nproc_binds
+            else "processes not limited (no pids cgroup: {}; RLIMIT_NPROC binds only a "
+            "bubblewrap sandbox started by a user other than root)"
+        )
         words = {
-            "pids": "processes limited by RLIMIT_NPROC only (no pids cgroup: {})",
+            "pids": pids,
             "memory": "memory limited per process by RLIMIT_AS only (no memory cgroup: {})",
         }
         return [words[c].format(why) for c, why in sorted(self.missing.items())]

@@ -160,7 +160,8 @@ class Limits:
     ``memory_mb`` is the memory of all the run's processes together (a memory cgroup,
     :mod:`rsiframe.cgroups`; where none can be made, the address space of each process,
     ``RLIMIT_AS``); ``pids`` the processes of the whole run (a pids cgroup, else
-    ``RLIMIT_NPROC``, which binds only inside bubblewrap's user namespace). A limit left
+    ``RLIMIT_NPROC``, which binds only inside bubblewrap's user namespace and only when
+    rsiframe does not run as root: then nothing holds it, and the fallback says so). A limit left
     to an rlimit is named in :attr:`ProcResult.fallbacks` (an error where
     :func:`rsiframe.cgroups.required`);
     ``tmp_mb`` the size of bubblewrap's private ``/tmp`` (writes past it fail with
@@ -501,7 +502,10 @@ class Sandbox:
                 cmd, host_cwd, host_env, timeout, output_limit, output_cap, watch, cgroup
             )
             if cgroup is not None:
-                res.fallbacks = cgroup.fallbacks()
+                # root's processes are exempt from RLIMIT_NPROC (bubblewrap maps the sandbox's
+                # uid to root's), and outside bubblewrap it is not set at all
+                binds = self.kind == "bwrap" and os.geteuid() != 0
+                res.fallbacks = cgroup.fallbacks(nproc_binds=binds)
             return res
         finally:
             if cgroup is not None:
