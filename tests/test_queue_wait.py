@@ -184,7 +184,8 @@ def test_a_busy_server_does_not_change_the_reward_and_a_timeout_is_named(
         assert loaded_rewards == quiet_rewards
         assert loaded_answers == quiet_answers  # every completion, byte for byte
         assert loaded.usage is not None and loaded.usage["queue_max_s"] > timeout  # it waited
-        late, late_rewards, _ = run(hurried)
+        with busy(engine.server, model_dir, 2):  # queued: an answer within 0.01 s is impossible
+            late, late_rewards, _ = run(hurried)
     finally:
         engine.close()
     for r in late.runs.values():
