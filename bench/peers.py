@@ -37,7 +37,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import overhead  # bench/overhead.py: rsiframe's side
 
-ANSWER = "```python\n# EVOLVE-BLOCK-START\nx = 1\n# EVOLVE-BLOCK-END\n```\n"
+
+
+def answer(i: int) -> str:
+    """The stub's i-th answer: a different program each time (OpenEvolve rejects a rewrite
+    identical to its parent before evaluating it, so a constant answer would measure
+    nothing but rejections)."""
+    return f"```python\n# EVOLVE-BLOCK-START\nx = {i}\n# EVOLVE-BLOCK-END\n```\n"
 
 OPENEVOLVE = textwrap.dedent("""\
     import json, sys, time
@@ -138,9 +144,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_stub(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_stub(tmp: Path, calls: int) -> tuple[subprocess.Popen[bytes], str]:
     script = tmp / "answers.json"
-    script.write_text(json.dumps({"default": {"content": ANSWER, "repeat": True}}))
+    answers = [{"content": answer(i)} for i in range(1, calls + 1)]
+    script.write_text(json.dumps({"answers": answers, "default": {"status": 500}}))
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rsiframe.stubllm", "--script", str(script), "--port", str(port)],
@@ -209,7 +216,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rsiframe-peers-") as t:
         tmp = Path(t)
         os.environ.setdefault("RSIFRAME_KEY_DIR", str(tmp / "keys"))
-        stub, url = start_stub(tmp)
+        stub, url = start_stub(tmp, 2 * sum(args.sizes) + 100)
         try:
             for n in args.sizes:  # side by side: each size for all three before the next
                 for name in ("rsiframe", "openevolve", "gepa"):

@@ -53,7 +53,7 @@ from rsiframe import (
     serving,
     taskimage,
 )
-from rsiframe.build import BuildConfig, Builder, BuildRejected
+from rsiframe.build import BuildConfig, Builder, BuildRejected, Built
 from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.cpuslots import cpu_slot
 from rsiframe.digest import sha256_bytes, sha256_json
@@ -291,15 +291,46 @@ class LocalEngine:
                 gateway_endpoint(self.config.model, model_endpoint),
             )
         self.server.start()  # torch loads in the server while the build runs
-        with cpu_slot(self.builder.config.threads):  # builds share the machine's cores
-            built = self.builder.build(candidate_dir, put, self._audit if self._items else None)
+        built = self.build_model(candidate_dir, put)
         record = built.record()
         if on_built is not None:
             on_built(record)
+        return self.run_model(
+            candidate_dir,
+            tasks,
+            put,
+            on_done,
+            model=(record, built.model.dir),
+            on_usage=on_usage,
+            token_limit=token_limit,
+        )
+
+    def build_model(self, candidate_dir: Path, put: Put) -> Built:
+        """Build (or reuse) the candidate's model: :class:`BuildRejected` on its own fault.
+        A Ray executor runs this as a task of its own (``resources.build``)."""
+        assert self.builder is not None
+        with cpu_slot(self.builder.config.threads):  # builds share the machine's cores
+            return self.builder.build(candidate_dir, put, self._audit if self._items else None)
+
+    def run_model(
+        self,
+        candidate_dir: Path,
+        tasks: list[Task],
+        put: Put,
+        on_done: Callable[[TaskRun], None] | None,
+        *,
+        model: tuple[dict[str, Any], Path],
+        on_usage: Callable[[dict[str, int]], None] | None = None,
+        token_limit: int | None = None,
+    ) -> EvaluationOutput:
+        """Serve a built model (its record, and its folder under the server's models root)
+        for these tasks with at most ``token_limit`` tokens; report the tokens used to
+        ``on_usage`` (also when a task fails)."""
+        assert self.server is not None
+        record, model_dir = model
+        self.server.start()
         try:
-            ep = self.server.open(
-                uuid.uuid4().hex[:12], built.model.dir, built.model_name, token_limit
-            )
+            ep = self.server.open(uuid.uuid4().hex[:12], model_dir, record["name"], token_limit)
         except ModelRefused as exc:
             raise BuildRejected("model", f"the server cannot load the model: {exc}") from exc
         usage: dict[str, int] | None = None

@@ -33,11 +33,12 @@ def _build_default() -> TaskResources:
 
 class ExecutorResources(_Strict):
     evaluation: TaskResources = Field(
-        default_factory=TaskResources, description="per evaluation without a build"
+        default_factory=TaskResources,
+        description="per evaluation (with a D/T/H build: serve the model, run the harness)",
     )
     build: TaskResources = Field(
         default_factory=_build_default,
-        description="per evaluation with a D/T/H build (train, serve, run the harness)",
+        description="per D/T/H build (data and train steps), a Ray task of its own",
     )
 
 

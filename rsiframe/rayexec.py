@@ -1,18 +1,22 @@
-"""The Ray executor, driver side: each evaluation is one Ray task on a cluster's worker.
+"""The Ray executor, driver side: each evaluation is a Ray task on a cluster's worker.
 
-The driver packs the candidate's verified export (and the task folders) as bytes, submits
-one Ray task per evaluation with the recipe's resources (``resources.evaluation``, or
-``resources.build`` when the evaluator builds a D/T/H model: that task builds, serves and
-runs the harness on one node). The worker (:mod:`rsiframe.rayworker`) verifies what
+The driver packs the candidate's verified export (and the task folders) as bytes and
+submits one Ray task per evaluation with ``resources.evaluation``. When the evaluator
+builds a D/T/H model, the build is a Ray task of its own first, with ``resources.build``
+(GPUs included): it builds (or reuses its node's build cache), streams back the build
+record with its artifacts, and leaves the model's files in Ray's object store; the
+evaluation task receives them (from that node, not through the driver), checks them
+against the record's ``model_digest``, serves the model and runs the harness. So one node
+can train while another serves. The worker (:mod:`rsiframe.rayworker`) verifies what
 arrived, runs the same local evaluator and streams back each step as it happens (the build
 record, each task's outcome with its evidence, then the end); the driver writes the
 artifacts, appends the events and signs. The key never leaves the driver.
 
 Failures: Ray never retries an evaluation by itself (``max_retries=0``). A worker or node
-lost mid-evaluation raises :class:`WorkerLost`, which the engine records as a failed
-attempt with the reason (retried under the usual rules). While it waits the driver probes
-the cluster's head; when the head stops answering, :class:`~rsiframe.errors.ClusterLost`
-ends the run ``failed`` (resumable) instead of hanging.
+lost mid-evaluation (or mid-build) raises :class:`WorkerLost`, which the engine records as
+a failed attempt with the reason (retried under the usual rules). While it waits the driver
+probes the cluster's head; when the head stops answering,
+:class:`~rsiframe.errors.ClusterLost` ends the run ``failed`` (resumable) instead of hanging.
 """
 
 from __future__ import annotations
@@ -30,7 +34,17 @@ from rsiframe.build import BuildRejected
 from rsiframe.errors import ClusterError, ClusterLost
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.executorspec import ExecutorSpec
-from rsiframe.rayworker import Job, JobResult, Message, TaskPack, pack_folder, pack_tree, stream
+from rsiframe.rayworker import (
+    Job,
+    JobResult,
+    Message,
+    ModelPack,
+    TaskPack,
+    pack_folder,
+    pack_tree,
+    stream,
+    stream_build,
+)
 from rsiframe.tasks import TaskSet
 
 #: how often the driver looks at the cluster while an evaluation runs, and how many
@@ -99,11 +113,19 @@ def probe(spec: ExecutorSpec, key: str = "evaluator.executor") -> None:
         raise ClusterError(f"{where}: no Ray cluster answers at {address} ({why})") from exc
 
 
-def _run_job(job: Job, tasks: TaskPack) -> Iterator[Message]:
-    """The Ray task (a streaming generator): runs in a worker process of the cluster."""
+def _run_job(job: Job, tasks: TaskPack, model: ModelPack | None = None) -> Iterator[Message]:
+    """The evaluation's Ray task (a streaming generator), in a worker process of the cluster;
+    Ray hands it ``model`` (a build task's output) from the object store."""
     import ray
 
-    yield from stream(job, tasks, ray.get_runtime_context().get_node_id())
+    yield from stream(job, tasks, ray.get_runtime_context().get_node_id(), model)
+
+
+def _build_job(job: Job, tasks: TaskPack) -> Iterator[Message | ModelPack]:
+    """The D/T/H build's Ray task (a streaming generator): its last item is the model."""
+    import ray
+
+    yield from stream_build(job, tasks, ray.get_runtime_context().get_node_id())
 
 
 class RayExecutor:
@@ -140,6 +162,7 @@ class RayExecutor:
         gcs = getattr(ray.get_runtime_context(), "gcs_address", None)
         self._gcs = _host_port(gcs) if isinstance(gcs, str) and ":" in gcs else None
         self._remote = ray.remote(_run_job)
+        self._remote_build = ray.remote(_build_job)
         self._packs: dict[tuple[str, ...], Any] = {}  # task ids -> ObjectRef of their pack
         self._lost: str | None = None
         self._misses = 0
@@ -202,21 +225,56 @@ class RayExecutor:
             token_limit=token_limit,
         )
         needed = set(task_ids) | {t for ids in protected.values() for t in ids}
-        res = self.spec.resources.build if builds else self.spec.resources.evaluation
-        gen = self._remote.options(
+        tasks = self._tasks(taskset, needed)
+        model: Any = None
+        build: dict[str, str] = {}
+        if builds:  # a task of its own first, on a node with resources.build
+            job.model, model, build = self._build(job, tasks, put, on_built)
+            job.protected = {}  # the build audited the training data; serving needs none
+        res = self.spec.resources.evaluation
+        gen = self._submit(self._remote, res, job, tasks, model)
+        out = self._collect(gen, task_ids, put, None, on_usage, on_done)
+        if build:
+            out.executor = {**(out.executor or {}), "build": build}
+        return out
+
+    def _submit(self, remote: Any, res: Any, *args: Any) -> Any:
+        """A streaming Ray task with these resources, never retried by Ray itself."""
+        gen = remote.options(
             num_returns="streaming",
             num_cpus=res.num_cpus,
             num_gpus=res.num_gpus,
             max_retries=0,
             retry_exceptions=False,
-        ).remote(job, self._tasks(taskset, needed))
-        with self._lock:
+        ).remote(*args)
+        with self._lock:  # until _collect is done with it (Ctrl-C cancels it)
             self._running.add(gen)
-        try:
-            return self._collect(gen, task_ids, put, on_built, on_usage, on_done)
-        finally:
-            with self._lock:
-                self._running.discard(gen)
+        return gen
+
+    def _build(
+        self,
+        job: Job,
+        tasks: Any,
+        put: Put,
+        on_built: Callable[[dict[str, Any]], None] | None,
+    ) -> tuple[dict[str, Any], Any, dict[str, str]]:
+        """The D/T/H build as its own Ray task: the build record, the model's object (left
+        in the cluster's object store for the evaluation task) and the build's node."""
+        gen = self._submit(self._remote_build, self.spec.resources.build, job, tasks)
+        record: dict[str, Any] | None = None
+        model: list[Any] = []
+
+        def built(r: dict[str, Any]) -> None:
+            nonlocal record
+            record = r
+            if on_built is not None:
+                on_built(r)
+
+        out = self._collect(gen, [], put, built, None, None, model)
+        if record is None or not model:
+            raise WorkerLost("the Ray build task ended without a model")
+        node = {k: v for k, v in (out.executor or {}).items() if k != "kind"}
+        return record, model[0], node
 
     def cancel_all(self) -> None:
         """Cancel every evaluation in flight (Ctrl-C after its grace period): each worker
@@ -238,10 +296,27 @@ class RayExecutor:
         on_built: Callable[[dict[str, Any]], None] | None,
         on_usage: Callable[[dict[str, int]], None] | None,
         on_done: Callable[[TaskRun], None] | None,
+        model: list[Any] | None = None,
+    ) -> EvaluationOutput:
+        try:
+            return self._take(gen, task_ids, put, on_built, on_usage, on_done, model)
+        finally:
+            with self._lock:
+                self._running.discard(gen)
+
+    def _take(
+        self,
+        gen: Any,
+        task_ids: list[str],
+        put: Put,
+        on_built: Callable[[dict[str, Any]], None] | None,
+        on_usage: Callable[[dict[str, int]], None] | None,
+        on_done: Callable[[TaskRun], None] | None,
+        model: list[Any] | None,
     ) -> EvaluationOutput:
         out = EvaluationOutput()
         end: JobResult | None = None
-        for msg in self._messages(gen):  # as each step happens on the worker
+        for msg in self._messages(gen, model):  # as each step happens on the worker
             for digest, data in msg.blobs.items():  # the driver alone writes the archive
                 if put(data) != digest:
                     raise WorkerLost(f"an artifact from the Ray worker is corrupt ({digest})")
@@ -268,8 +343,9 @@ class RayExecutor:
         out.executor = {"kind": self.kind, **end.node}
         return out
 
-    def _messages(self, gen: Any) -> Iterator[Message]:
-        """The evaluation's messages as they arrive; failures mapped to what the engine knows."""
+    def _messages(self, gen: Any, model: list[Any] | None = None) -> Iterator[Message]:
+        """The evaluation's messages as they arrive; failures mapped to what the engine knows.
+        A build's last item (the model) is not fetched: its reference goes into ``model``."""
         ray = import_ray()
         try:
             while True:
@@ -283,6 +359,11 @@ class RayExecutor:
                 if not isinstance(msg, Message):
                     raise WorkerLost(f"the Ray worker sent {type(msg).__name__}")
                 yield msg
+                if model is not None and msg.end is not None and msg.end.model_follows:
+                    while not ray.wait([gen], timeout=POLL_S)[0]:
+                        self._alive()
+                    model.append(next(gen))
+                    return
         except KeyboardInterrupt:
             # the worker's evaluation gets a KeyboardInterrupt and kills its sandboxes; one
             # that does not stop within the grace period is killed with its worker process

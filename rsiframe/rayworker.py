@@ -14,6 +14,7 @@ rewards, trajectories, logs and the model identity, and the driver alone signs.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import platform
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from rsiframe.build import BuildRejected
+from rsiframe.build import BuildRejected, Built, files_of
 from rsiframe.digest import sha256_json
 from rsiframe.evaluator import LocalEngine, TaskRun, make_evaluator
 from rsiframe.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry, blob_sha, snapshot, tree_hash
@@ -83,6 +84,7 @@ class Job:
     task_ids: list[str]
     protected: dict[str, list[str]]  # split -> task ids a build's training data must not hold
     token_limit: int | None = None
+    model: dict[str, Any] | None = None  # the build record of a model shipped with the job
 
 
 @dataclass
@@ -94,10 +96,20 @@ class JobResult:
     usage: dict[str, int] | None = None
     rejected: tuple[str, str, dict[str, Any]] | None = None  # BuildRejected(stage, reason, ...)
     refused: str | None = None  # the worker cannot evaluate as the run locked
+    model_follows: bool = False  # a build job: the next item of the stream is the ModelPack
     # what :func:`evaluate` collects from the stream (the driver takes them message by message)
     runs: list[TaskRun] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
     built: dict[str, Any] | None = None
+
+
+@dataclass
+class ModelPack:
+    """A built model's files, shipped from the build task to the evaluation task; checked on
+    arrival against the file digests of the build record (``model_digest``)."""
+
+    files: list[Packed]
+    rows: dict[str, str]  # relative path -> sha256, as the build cache's manifest has them
 
 
 @dataclass
@@ -251,6 +263,46 @@ def _drain(fn: Callable[[], None], messages: queue.Queue[Message]) -> Iterator[M
         raise box["exc"]
 
 
+def pack_model(built: Built) -> ModelPack:
+    """The built model's files as bytes, each checked against the build's own digests."""
+    files: list[Packed] = []
+    for rel, digest in sorted(built.model.files.items()):
+        data = (built.model.dir / rel).read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise PackMismatch(f"model file {rel} changed in the build cache")
+        files.append((rel, "f", data))
+    return ModelPack(files, dict(built.model.files))
+
+
+def install_model(engine: LocalEngine, pack: ModelPack, record: dict[str, Any]) -> Path:
+    """A shipped model, unpacked under the model server's root and verified: its files must
+    hash to the record's ``model_digest``, as the build cache computes it."""
+    assert engine.builder is not None
+    digest = str(record["model_digest"])
+    if sha256_json(pack.rows) != digest:
+        raise PackMismatch("the shipped model's file list does not hash to its model digest")
+    root = engine.builder.models_root
+    target = root / f"shipped-{digest.removeprefix('sha256:')[:32]}"
+    if target.is_dir():
+        if files_of(target) == pack.rows:  # shipped here before (this node), still intact
+            return target
+        shutil.rmtree(target, ignore_errors=True)  # edited or half written: replace it
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".shipping-", dir=root))
+    try:
+        unpack(pack.files, tmp)
+        if files_of(tmp) != pack.rows:
+            raise PackMismatch("the shipped model arrived different from what was built")
+        try:
+            tmp.rename(target)
+        except OSError:  # another worker of this node installed it first: use theirs
+            if not (target.is_dir() and files_of(target) == pack.rows):
+                raise PackMismatch(f"cannot install the shipped model at {target}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
 def node_info(node_id: str = "") -> dict[str, str]:
     """The worker's node, as certificates record it."""
     return {
@@ -260,17 +312,22 @@ def node_info(node_id: str = "") -> dict[str, str]:
     }
 
 
-def stream(job: Job, tasks: TaskPack, node_id: str = "") -> Iterator[Message]:
-    """Run one evaluation here, yielding each step as it happens; the last message ends it."""
-    end = JobResult(node=node_info(node_id))
+class _Refused(Exception):
+    """This worker's evaluator differs from the run's locked one."""
+
+
+@contextlib.contextmanager
+def _prepared(
+    job: Job, tasks: TaskPack, node: dict[str, str]
+) -> Iterator[tuple[LocalEngine, TaskSet, Path]]:
+    """The job's evaluator (refused when it differs from the run's), its verified task set
+    and the candidate's export, unpacked and checked against its tree hash."""
     engine = _engine(job)
     if engine.fingerprint() != job.fingerprint:
-        end.refused = (
-            f"the evaluator on node {end.node['hostname']} differs from the run's "
+        raise _Refused(
+            f"the evaluator on node {node['hostname']} differs from the run's "
             f"(isolation here: {engine.isolation}; same rsiframe version and sandbox needed)"
         )
-        yield Message("end", {}, end=end)
-        return
     taskset = _taskset(tasks)
     engine.protect({s: [taskset.tasks[t] for t in ids] for s, ids in job.protected.items()})
     export = Path(tempfile.mkdtemp(prefix="export-", dir=_scratch()))
@@ -281,46 +338,111 @@ def stream(job: Job, tasks: TaskPack, node_id: str = "") -> Iterator[Message]:
             raise PackMismatch(
                 f"the export hashes to {got.tree_sha[:12]} here, expected {job.candidate.tree[:12]}"
             )
-        # put, on_built and on_done all run in the evaluation's coordinating thread
-        pending: dict[str, bytes] = {}
-        messages: queue.Queue[Message] = queue.Queue()
-
-        def put(data: bytes) -> str:
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            pending[digest] = data
-            return digest
-
-        def take() -> dict[str, bytes]:
-            blobs = dict(pending)
-            pending.clear()
-            return blobs
-
-        def on_built(record: dict[str, Any]) -> None:
-            messages.put(Message("built", take(), built=record))
-
-        def on_done(run: TaskRun) -> None:
-            messages.put(Message("task", take(), run=run))
-
-        def on_usage(usage: dict[str, int]) -> None:
-            end.usage = usage
-
-        hooks: dict[str, Any] = {}
-        if engine.builder is not None:
-            hooks = {"on_built": on_built, "on_usage": on_usage, "token_limit": job.token_limit}
-        todo = [taskset.tasks[t] for t in job.task_ids]
-
-        def work() -> None:
-            try:
-                out = engine.run(export, todo, put, on_done, **hooks)
-            except BuildRejected as exc:
-                end.rejected = (exc.stage, exc.reason, exc.details)
-                return
-            end.model, end.usage = out.model, out.usage
-
-        yield from _drain(work, messages)
-        yield Message("end", take(), end=end)
+        yield engine, taskset, export
     finally:
         shutil.rmtree(export, ignore_errors=True)
+
+
+class _Outbox:
+    """Artifacts written since the last message, and the messages for the driver; ``put``
+    and the callbacks run in the evaluation's coordinating thread."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, bytes] = {}
+        self.messages: queue.Queue[Message] = queue.Queue()
+
+    def put(self, data: bytes) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self.pending[digest] = data
+        return digest
+
+    def take(self) -> dict[str, bytes]:
+        blobs = dict(self.pending)
+        self.pending.clear()
+        return blobs
+
+    def send(self, kind: Literal["built", "task"], **what: Any) -> None:
+        self.messages.put(Message(kind, self.take(), **what))
+
+
+def stream(
+    job: Job, tasks: TaskPack, node_id: str = "", model: ModelPack | None = None
+) -> Iterator[Message]:
+    """Run one evaluation here, yielding each step as it happens; the last message ends it.
+
+    With ``model`` (a D/T/H model a build task shipped, and ``job.model`` its record) the
+    evaluation serves that model; without it, a D/T/H evaluator builds here first."""
+    end = JobResult(node=node_info(node_id))
+    box = _Outbox()
+    try:
+        with _prepared(job, tasks, end.node) as (engine, taskset, export):
+
+            def on_usage(usage: dict[str, int]) -> None:
+                end.usage = usage
+
+            todo = [taskset.tasks[t] for t in job.task_ids]
+            on_done = lambda run: box.send("task", run=run)  # noqa: E731
+
+            def work() -> None:
+                try:
+                    if model is not None and job.model is not None:
+                        out = engine.run_model(
+                            export,
+                            todo,
+                            box.put,
+                            on_done,
+                            model=(job.model, install_model(engine, model, job.model)),
+                            on_usage=on_usage,
+                            token_limit=job.token_limit,
+                        )
+                    elif engine.builder is not None:
+                        out = engine.run(
+                            export,
+                            todo,
+                            box.put,
+                            on_done,
+                            on_built=lambda record: box.send("built", built=record),
+                            on_usage=on_usage,
+                            token_limit=job.token_limit,
+                        )
+                    else:
+                        out = engine.run(export, todo, box.put, on_done)
+                except BuildRejected as exc:
+                    end.rejected = (exc.stage, exc.reason, exc.details)
+                    return
+                end.model, end.usage = out.model, out.usage
+
+            yield from _drain(work, box.messages)
+    except _Refused as exc:
+        end.refused = str(exc)
+    yield Message("end", box.take(), end=end)
+
+
+def stream_build(job: Job, tasks: TaskPack, node_id: str = "") -> Iterator[Message | ModelPack]:
+    """Build (or reuse) the candidate's D/T/H model here: the build record with its
+    artifacts, the end, and then (when it built) the model's files for the evaluation."""
+    end = JobResult(node=node_info(node_id))
+    box = _Outbox()
+    shipped: list[ModelPack] = []
+    try:
+        with _prepared(job, tasks, end.node) as (engine, _, export):
+
+            def work() -> None:
+                try:
+                    built = engine.build_model(export, box.put)
+                except BuildRejected as exc:
+                    end.rejected = (exc.stage, exc.reason, exc.details)
+                    return
+                box.send("built", built=built.record())
+                shipped.append(pack_model(built))
+
+            yield from _drain(work, box.messages)
+    except _Refused as exc:
+        end.refused = str(exc)
+    end.model_follows = bool(shipped)
+    yield Message("end", box.take(), end=end)
+    if shipped:
+        yield shipped[0]
 
 
 def evaluate(job: Job, tasks: TaskPack, node_id: str = "") -> JobResult:

@@ -117,7 +117,18 @@ def recipe_text(
         random_seed: 7
         """)
         + extra
+        + in_flight(extra)
     )
+
+
+def in_flight(extra: str = "") -> str:
+    """``RSIFRAME_TEST_CANDIDATES=4 make test``: every mini recipe that does not set its own
+    ``concurrency`` keeps that many candidates in flight (generational mode, so the same
+    candidates, scores and champion as K=1; only the order of event lines may differ)."""
+    k = os.environ.get("RSIFRAME_TEST_CANDIDATES")
+    if not k or "concurrency:" in extra:
+        return ""
+    return f"\nconcurrency: {{candidates: {int(k)}}}\n"
 
 
 def make_mini(root: Path, *, n_tasks: int = 10, **recipe_kw: object) -> Mini:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Mini, cli, events, make_mini
@@ -235,3 +236,41 @@ def test_the_ray_executor_runs_only_the_local_engine() -> None:
     with pytest.raises(ClusterError, match="runs the local engine, not 'harbor'"):
         check(ExecutorSpec(kind="ray"), "evaluator.executor", "harbor")
     check(ExecutorSpec(), "evaluator.executor", "harbor")  # local: any engine
+
+
+def test_a_shipped_model_is_installed_only_when_it_matches_its_build_record(
+    tmp_path: Path,
+) -> None:
+    """The evaluation task checks the model a build task shipped against the record's
+    ``model_digest`` (as the build cache computes it) before the server may load it."""
+    from types import SimpleNamespace
+
+    from rsiframe.build import files_of
+    from rsiframe.digest import sha256_json
+    from rsiframe.rayworker import ModelPack, install_model
+
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / "model.safetensors").write_bytes(b"weights" * 100)
+    (built / "config.json").write_text("{}")
+    rows = files_of(built)
+    files = [(rel, "f", (built / rel).read_bytes()) for rel in sorted(rows)]
+    record = {"name": "m", "model_digest": sha256_json(rows)}
+    engine: Any = SimpleNamespace(builder=SimpleNamespace(models_root=tmp_path / "models"))
+
+    target = install_model(engine, ModelPack(files, rows), record)
+    assert target.parent == tmp_path / "models" and files_of(target) == rows
+    assert install_model(engine, ModelPack(files, rows), record) == target  # reused
+
+    (target / "model.safetensors").write_bytes(b"edited")  # an edited copy is replaced
+    assert files_of(install_model(engine, ModelPack(files, rows), record)) == rows
+
+    # bytes changed in transit, on a node that has no copy yet: refused, nothing left
+    fresh: Any = SimpleNamespace(builder=SimpleNamespace(models_root=tmp_path / "other"))
+    changed = [(r, k, b"other" if r == "model.safetensors" else d) for r, k, d in files]
+    with pytest.raises(PackMismatch, match="arrived different"):
+        install_model(fresh, ModelPack(changed, rows), record)
+    assert list((tmp_path / "other").iterdir()) == []
+    other = {"name": "m", "model_digest": sha256_json({**rows, "config.json": "0" * 64})}
+    with pytest.raises(PackMismatch, match="does not hash to its model digest"):
+        install_model(fresh, ModelPack(files, rows), other)

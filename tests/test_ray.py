@@ -26,7 +26,7 @@ RAY = ["--set", "evaluator.executor.kind=ray"]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray() -> Iterator[None]:
+def local_ray() -> Iterator[Path]:
     """One small local Ray for the module: 2 logical CPUs, no dashboard, small object store."""
     temp = tempfile.mkdtemp(prefix="rsr-")  # short: Ray's socket paths have a length limit
     # the workers inherit this process's environment: their D/T/H build cache is private
@@ -45,7 +45,7 @@ def local_ray() -> Iterator[None]:
     else:
         os.environ["RSIFRAME_CACHE_DIR"] = cache
     try:
-        yield
+        yield Path(temp)
     finally:
         ray.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
@@ -191,7 +191,9 @@ def test_a_dth_build_rejected_on_the_worker_rejects_the_candidate(tmp_path: Path
 
 
 @pytest.mark.e2e
-def test_a_dth_seed_builds_serves_and_is_certified_on_a_worker(tmp_path: Path) -> None:
+def test_a_dth_seed_builds_serves_and_is_certified_on_a_worker(
+    tmp_path: Path, local_ray: Path
+) -> None:
     from dth import recipe, write_seed, write_tasks
 
     write_tasks(tmp_path / "tasks")
@@ -206,7 +208,13 @@ def test_a_dth_seed_builds_serves_and_is_certified_on_a_worker(tmp_path: Path) -
     for p in preds:  # the model identity came back from the worker, with its tokens
         assert p["executor"]["kind"] == "ray"
         assert p["model"]["model_digest"] and p["model"]["tokens"]["total_tokens"] > 0
+        # the build was a Ray task of its own; the record names its node too
+        assert p["executor"]["build"]["node"] and p["executor"]["build"]["pid"]
     assert len({p["model"]["model_digest"] for p in preds}) == 1
+    # the evaluation task served the model the build task shipped, checked on arrival
+    digest = preds[0]["model"]["model_digest"].removeprefix("sha256:")[:32]
+    shipped = local_ray / "cache" / "builds" / "train" / f"shipped-{digest}"
+    assert (shipped / "model.safetensors").is_file()
     kinds = [e["type"] for e in events(out)]
     assert kinds.count("model_built") == 3 and "usage" in kinds
     assert cli("verify", out).exit_code == 0
