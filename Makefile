@@ -6,13 +6,17 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test test-e2e selftest bench lint setup sandbox harbor docker clean
+.PHONY: quickstart test test-k4 test-e2e selftest bench lint setup sandbox harbor docker clean
 
 quickstart: setup sandbox
 	$(BIN)/rsiframe run recipes/quickstart.yaml
 
 test: setup sandbox
 	$(BIN)/python -m pytest -q
+
+# the same suite with 4 candidates in flight in every mini recipe (generational mode)
+test-k4: setup sandbox
+	RSIFRAME_TEST_CANDIDATES=4 $(BIN)/python -m pytest -q
 
 test-e2e: setup sandbox
 	$(BIN)/python -m pytest -q -m 'e2e and not selftest'

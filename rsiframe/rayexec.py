@@ -247,7 +247,7 @@ class RayExecutor:
             max_retries=0,
             retry_exceptions=False,
         ).remote(*args)
-        with self._lock:  # until _collect is done with it (Ctrl-C cancels it)
+        with self._lock:  # until its messages are taken (Ctrl-C cancels it)
             self._running.add(gen)
         return gen
 
@@ -298,22 +298,6 @@ class RayExecutor:
         on_done: Callable[[TaskRun], None] | None,
         model: list[Any] | None = None,
     ) -> EvaluationOutput:
-        try:
-            return self._take(gen, task_ids, put, on_built, on_usage, on_done, model)
-        finally:
-            with self._lock:
-                self._running.discard(gen)
-
-    def _take(
-        self,
-        gen: Any,
-        task_ids: list[str],
-        put: Put,
-        on_built: Callable[[dict[str, Any]], None] | None,
-        on_usage: Callable[[dict[str, int]], None] | None,
-        on_done: Callable[[TaskRun], None] | None,
-        model: list[Any] | None,
-    ) -> EvaluationOutput:
         out = EvaluationOutput()
         end: JobResult | None = None
         for msg in self._messages(gen, model):  # as each step happens on the worker
@@ -347,6 +331,13 @@ class RayExecutor:
         """The evaluation's messages as they arrive; failures mapped to what the engine knows.
         A build's last item (the model) is not fetched: its reference goes into ``model``."""
         ray = import_ray()
+        try:
+            yield from self._stream(ray, gen, model)
+        finally:  # done with it: Ctrl-C no longer needs to cancel it
+            with self._lock:
+                self._running.discard(gen)
+
+    def _stream(self, ray: Any, gen: Any, model: list[Any] | None) -> Iterator[Message]:
         try:
             while True:
                 while not ray.wait([gen], timeout=POLL_S)[0]:

@@ -149,7 +149,9 @@ def test_a_call_failing_after_its_retries_rejects_the_child_and_the_run_goes_on(
 ) -> None:
     # retries: 1 -> two attempts each; the first child's call fails twice, the second's works
     rig.write(answers=[bad, bad, Answer(content=EDIT, repeat=True)])
-    run = rig.run()
+    # one child at a time: the stub answers in the order calls arrive, so with children in
+    # flight the two failures could go one to each child (each then retried successfully)
+    run = rig.run("run", "--set", "concurrency.candidates=1")
     st = status_json(run)
     assert st["state"] == "finished", st["reason"]
     kids = [c for c in st["candidates"] if c["parent"] is not None]

@@ -87,16 +87,17 @@ def test_sigkill_then_resume(mini: Mini, fault: str, expect: str | None) -> None
         assert any(e["type"] == "candidate_abandoned" for e in evs)
     if expect == "retried":
         interrupted = [e["data"] for e in evs if e["type"] == "evaluation_interrupted"]
-        assert len(interrupted) == 1
-        d = interrupted[0]
-        starts = [
-            e["data"]["attempt"]
-            for e in evs
-            if e["type"] == "evaluation_started"
-            and e["data"]["id"] == d["id"]
-            and e["data"]["split"] == d["split"]
-        ]
-        assert starts == [d["attempt"], d["attempt"] + 1]
+        # one open attempt, or one per candidate in flight (RSIFRAME_TEST_CANDIDATES)
+        assert 1 <= len(interrupted) <= int(os.environ.get("RSIFRAME_TEST_CANDIDATES", "1"))
+        for d in interrupted:  # each open attempt re-runs as a new attempt
+            starts = [
+                e["data"]["attempt"]
+                for e in evs
+                if e["type"] == "evaluation_started"
+                and e["data"]["id"] == d["id"]
+                and e["data"]["split"] == d["split"]
+            ]
+            assert starts == [d["attempt"], d["attempt"] + 1]
     sessions = [e for e in evs if e["type"] == "session_started"]
     assert [s["data"]["resumed"] for s in sessions] == [False, True]
 
