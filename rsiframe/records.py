@@ -14,7 +14,8 @@ files and build inputs), per-step cache hits and seconds, ``training_seconds``,
 evaluation used, and the serving ``backend``.
 
 ``executor`` says where the evaluation ran: ``kind`` (``local`` or ``ray``) and the worker
-``node`` (for Ray: the node id, ``hostname`` and worker ``pid``); the driver signs either way.
+``node`` (for Ray: the node id, ``hostname`` and worker ``pid``, and with a D/T/H build,
+``build``: the same for the Ray task that built the model); the driver signs either way.
 """
 
 from __future__ import annotations
