@@ -263,10 +263,13 @@ def fifo_trap(t: Trial) -> list[str]:
 
 def hostile_text(t: Trial) -> list[str]:
     """Mutation output full of Rich markup, a file name that is not UTF-8; status and resume."""
-    victims = ["c0001", "c0002"]
-    bad = t.rng.choice(victims)
+    # every child prints the markup; one of the first two, which always start before the
+    # kill, also writes the bad name. A third generation: with 4 candidates in flight the
+    # resume abandons up to 3 mutations the kill cut, and later children take their place
+    victims = [f"c{i:04d}" for i in range(1, 11)]
+    bad = t.rng.choice(victims[:2])
     params = {"mode": "hostile_text", "victims": victims, "bad_name": bad, "level": 0}
-    exp = t.experiment(generations=2, children=2, params=params)
+    exp = t.experiment(generations=3, children=2, params=params)
     # not --quiet: the live progress renders every description and reason
     args = ("run", str(exp.recipe), "--out", str(exp.run_dir))
     killed = exp.cli(*args, fault="kill:after:candidate_rejected:1")
