@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import overhead  # bench/overhead.py: rsiframe's side
 
 
-
 def answer(i: int) -> str:
     """The stub's i-th answer: a different program each time (OpenEvolve rejects a rewrite
     identical to its parent before evaluating it, so a constant answer would measure
     nothing but rejections)."""
     return f"```python\n# EVOLVE-BLOCK-START\nx = {i}\n# EVOLVE-BLOCK-END\n```\n"
+
 
 OPENEVOLVE = textwrap.dedent("""\
     import json, sys, time
