@@ -10,8 +10,13 @@ evaluations do not count.
 
     python bench/throughput.py                  # K = 1 2 4 8, 8 children
     python bench/throughput.py --ks 1 4 --children 4
+    python bench/throughput.py --executor both  # local, then the Ray executor, side by side
 
-Target (issue 11): speed-up >= 0.9 K.
+With ``--executor ray`` (or ``both``) every evaluation is a Ray task on a private local
+Ray started here with as many logical CPUs as the largest K (Ray's CPUs are logical;
+the work sleeps), ``resources.evaluation: {num_cpus: 1}``.
+
+Targets (issue 11): speed-up >= 0.9 K; the Ray executor within 20 % of local.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ surface: {{include: [counter.txt]}}
 evaluator:
   engine: local
   config: {{agent: "sleep {task_s}", sandbox: {sandbox}, concurrency: 1}}
-slots:
+{executor}slots:
   select: {{operator: best}}
   rollout: {{operator: local}}
   mutate: {{operator: "{ops}:SleepMutate"}}
@@ -65,7 +70,10 @@ concurrency: {{candidates: {k}, mode: generational}}
 """
 
 
-def build(root: Path, k: int, children: int, sandbox: str) -> Path:
+RAY = "  executor: {kind: ray, address: null, resources: {evaluation: {num_cpus: 1}}}\n"
+
+
+def build(root: Path, k: int, children: int, sandbox: str, executor: str = "local") -> Path:
     splits: dict[str, list[str]] = {}
     for split in ("train", "gate", "sealed"):
         for i in range(TASKS_PER_SPLIT):
@@ -88,15 +96,18 @@ def build(root: Path, k: int, children: int, sandbox: str) -> Path:
             children=children,
             sandbox=sandbox,
             task_s=TASK_S,
+            executor=RAY if executor == "ray" else "",
             **{s: json.dumps(v) for s, v in splits.items()},
         )
     )
     return recipe
 
 
-def measure(k: int, children: int, sandbox: str, workdir: Path) -> dict[str, float]:
-    root = workdir / f"k{k}"
-    engine = Engine.create(build(root, k, children, sandbox), None, root / "run")
+def measure(
+    k: int, children: int, sandbox: str, workdir: Path, executor: str = "local"
+) -> dict[str, float]:
+    root = workdir / f"{executor}-k{k}"
+    engine = Engine.create(build(root, k, children, sandbox, executor), None, root / "run")
     t0 = time.perf_counter()
     state = engine.drive()
     wall = time.perf_counter() - t0
@@ -112,19 +123,24 @@ def measure(k: int, children: int, sandbox: str, workdir: Path) -> dict[str, flo
     return {"k": k, "children_s": last - first, "wall_s": wall}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--children", type=int, default=8)
-    ap.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "process"])
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="rsiframe-bench-") as tmp:
-        os.environ.setdefault("RSIFRAME_KEY_DIR", str(Path(tmp) / "keys"))
-        rows = [measure(k, args.children, args.sandbox, Path(tmp)) for k in args.ks]
-    ideal = args.children * (MUTATE_S + 2 * TASKS_PER_SPLIT * TASK_S)
+def start_ray(cpus: int) -> None:
+    """A private local Ray with ``cpus`` logical CPUs; the executor joins it."""
+    import ray
+
+    ray.init(
+        num_cpus=cpus,
+        include_dashboard=False,
+        object_store_memory=80 << 20,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+
+
+def table(rows: list[dict[str, float]]) -> list[float]:
+    """Print one executor's rows; return its speed-ups."""
     base = rows[0]["children_s"] * rows[0]["k"]  # K=1's time (scaled if K=1 was not run)
-    print(f"{args.children} children; ideal sleep time at K=1: {ideal:.0f} s")
     print(f"{'K':>3} {'children s':>11} {'whole run s':>12} {'speed-up':>9} {'target':>7}  ok")
+    speedups = []
     for r in rows:
         speedup = base / r["children_s"] if rows[0]["k"] == 1 else float("nan")
         target = 0.9 * r["k"]
@@ -133,6 +149,37 @@ def main() -> None:
             f"{r['k']:>3} {r['children_s']:>11.1f} {r['wall_s']:>12.1f} {speedup:>9.2f}"
             f" {target:>7.1f}  {ok}"
         )
+        speedups.append(speedup)
+    return speedups
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--children", type=int, default=8)
+    ap.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "process"])
+    ap.add_argument("--executor", default="local", choices=["local", "ray", "both"])
+    args = ap.parse_args()
+    kinds = ["local", "ray"] if args.executor == "both" else [args.executor]
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="rsiframe-bench-") as tmp:
+        os.environ.setdefault("RSIFRAME_KEY_DIR", str(Path(tmp) / "keys"))
+        if "ray" in kinds:
+            start_ray(max(args.ks))
+        for kind in kinds:
+            results[kind] = [
+                measure(k, args.children, args.sandbox, Path(tmp), kind) for k in args.ks
+            ]
+    ideal = args.children * (MUTATE_S + 2 * TASKS_PER_SPLIT * TASK_S)
+    print(f"{args.children} children; ideal sleep time at K=1: {ideal:.0f} s")
+    for kind, rows in results.items():
+        print(f"executor: {kind}")
+        table(rows)
+    if len(results) == 2:
+        print(f"{'K':>3} {'ray s / local s':>16}  within 20 %")
+        for loc, ray in zip(results["local"], results["ray"], strict=True):
+            ratio = ray["children_s"] / loc["children_s"]
+            print(f"{loc['k']:>3} {ratio:>16.2f}  {'yes' if ratio <= 1.2 else 'no'}")
 
 
 if __name__ == "__main__":
