@@ -332,28 +332,14 @@ class RayExecutor:
         A build's last item (the model) is not fetched: its reference goes into ``model``."""
         ray = import_ray()
         try:
-            yield from self._stream(ray, gen, model)
-        finally:  # done with it: Ctrl-C no longer needs to cancel it
-            with self._lock:
-                self._running.discard(gen)
-
-    def _stream(self, ray: Any, gen: Any, model: list[Any] | None) -> Iterator[Message]:
-        try:
-            while True:
-                while not ray.wait([gen], timeout=POLL_S)[0]:
-                    self._alive()
-                try:
-                    ref = next(gen)
-                except StopIteration:
-                    return
+            while (ref := self._next(ray, gen)) is not None:
                 msg = ray.get(ref)
                 if not isinstance(msg, Message):
                     raise WorkerLost(f"the Ray worker sent {type(msg).__name__}")
                 yield msg
                 if model is not None and msg.end is not None and msg.end.model_follows:
-                    while not ray.wait([gen], timeout=POLL_S)[0]:
-                        self._alive()
-                    model.append(next(gen))
+                    if (ref := self._next(ray, gen)) is not None:
+                        model.append(ref)
                     return
         except KeyboardInterrupt:
             # the worker's evaluation gets a KeyboardInterrupt and kills its sandboxes; one
@@ -370,6 +356,16 @@ class RayExecutor:
             first = (str(exc).strip().splitlines() or [""])[0]
             why = f"{type(exc).__name__}: {first}"
             raise WorkerLost(f"the Ray worker was lost mid-evaluation: {why}") from exc
+        finally:  # done with it: Ctrl-C no longer needs to cancel it
+            with self._lock:
+                self._running.discard(gen)
+
+    def _next(self, ray: Any, gen: Any) -> Any:
+        """The stream's next reference once it is ready (None at its end); the cluster is
+        probed while it waits."""
+        while not ray.wait([gen], timeout=POLL_S)[0]:
+            self._alive()
+        return next(gen, None)
 
     def close(self) -> None:
         """Disconnect (a private instance stops); never hangs on a cluster that is gone."""

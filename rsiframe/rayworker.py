@@ -264,13 +264,9 @@ def _drain(fn: Callable[[], None], messages: queue.Queue[Message]) -> Iterator[M
 
 
 def pack_model(built: Built) -> ModelPack:
-    """The built model's files as bytes, each checked against the build's own digests."""
-    files: list[Packed] = []
-    for rel, digest in sorted(built.model.files.items()):
-        data = (built.model.dir / rel).read_bytes()
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise PackMismatch(f"model file {rel} changed in the build cache")
-        files.append((rel, "f", data))
+    """The built model's files as bytes, with the build's digests (:func:`install_model`
+    checks the bytes against them where they arrive)."""
+    files = [(rel, "f", (built.model.dir / rel).read_bytes()) for rel in sorted(built.model.files)]
     return ModelPack(files, dict(built.model.files))
 
 
@@ -370,8 +366,8 @@ def stream(
 ) -> Iterator[Message]:
     """Run one evaluation here, yielding each step as it happens; the last message ends it.
 
-    With ``model`` (a D/T/H model a build task shipped, and ``job.model`` its record) the
-    evaluation serves that model; without it, a D/T/H evaluator builds here first."""
+    A D/T/H evaluation serves ``model``, the model its build task (:func:`stream_build`)
+    shipped, with ``job.model`` its record."""
     end = JobResult(node=node_info(node_id))
     box = _Outbox()
     try:
@@ -382,31 +378,24 @@ def stream(
 
             todo = [taskset.tasks[t] for t in job.task_ids]
             on_done = lambda run: box.send("task", run=run)  # noqa: E731
+            record = job.model
+            if (engine.builder is not None) != (model is not None and record is not None):
+                raise PackMismatch("a D/T/H evaluation runs with the model its build shipped")
 
             def work() -> None:
                 try:
-                    if model is not None and job.model is not None:
+                    if model is None or record is None:
+                        out = engine.run(export, todo, box.put, on_done)
+                    else:
                         out = engine.run_model(
                             export,
                             todo,
                             box.put,
                             on_done,
-                            model=(job.model, install_model(engine, model, job.model)),
+                            model=(record, install_model(engine, model, record)),
                             on_usage=on_usage,
                             token_limit=job.token_limit,
                         )
-                    elif engine.builder is not None:
-                        out = engine.run(
-                            export,
-                            todo,
-                            box.put,
-                            on_done,
-                            on_built=lambda record: box.send("built", built=record),
-                            on_usage=on_usage,
-                            token_limit=job.token_limit,
-                        )
-                    else:
-                        out = engine.run(export, todo, box.put, on_done)
                 except BuildRejected as exc:
                     end.rejected = (exc.stage, exc.reason, exc.details)
                     return
