@@ -46,14 +46,18 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # bubblewrap gives evaluations a real sandbox; without it rsiframe falls back to plain
-# processes and says so in every certificate. Installed here when we may (root + apt).
+# processes and says so in every certificate. Installed here when we may (root + apt); apt's
+# lock is waited for (scripts/apt-get.sh), and when bubblewrap still cannot be installed the
+# set-up goes on with the process sandbox and says so.
 sandbox:
 	@if command -v bwrap >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing bubblewrap (sandbox for evaluations)"; \
-		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+		if ! { scripts/apt-get.sh update -qq >/dev/null && scripts/apt-get.sh install -y -qq bubblewrap >/dev/null; }; then \
+			echo "note: bubblewrap could not be installed; evaluations use the weaker process sandbox (certificates say so). Install it later with: make sandbox"; \
+		fi; \
 	else \
-		echo "note: bubblewrap (bwrap) not found; evaluations use the weaker process runner"; \
+		echo "note: bubblewrap (bwrap) not found; evaluations use the weaker process sandbox (certificates say so). As root with apt: make sandbox"; \
 	fi
 
 # Harbor's own venv (Python 3.12, harbor==0.25.0) for `evaluator.engine: harbor` (~1.5 min

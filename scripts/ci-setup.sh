@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI set-up for the Harbor engine and the Docker sandbox, one step per argument, each timed:
 #   scripts/ci-setup.sh harbor        Harbor's own venv (Python 3.12, harbor==0.25.0) in the cache
+#   scripts/ci-setup.sh mirror        print the Debian mirror apt uses here (what debootstrap gets)
 #   scripts/ci-setup.sh docker        docker.io + debootstrap, dockerd started, base image built
 #                                     offline from a debootstrap rootfs (cached between runs),
 #                                     and the task images of tasks/terminal (FROM the base image)
@@ -27,8 +28,8 @@ docker_engine() {
     # the bwrap and process sandboxes (the oracle on the local and harbor engines) use the host's
     if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
         || ! command -v jq >/dev/null || ! command -v bc >/dev/null; then
-        apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap jq bc >/dev/null
+        scripts/apt-get.sh update -qq >/dev/null
+        scripts/apt-get.sh install -y -qq docker.io debootstrap jq bc >/dev/null
     fi
     if ! docker info >/dev/null 2>&1; then
         (nohup dockerd >/var/log/rsiframe-dockerd.log 2>&1 &)
@@ -37,16 +38,34 @@ docker_engine() {
     fi
 }
 
+# The machine's own Debian mirror, as apt is configured here: deb822 files
+# (sources.list.d/*.sources), one-line files (sources.list.d/*.list) and sources.list, read
+# only where they exist (a fresh Debian 12 machine has only the deb822 file). RSIFRAME_APT_ETC
+# points it elsewhere (tests).
+debian_mirror() {
+    local etc=${RSIFRAME_APT_ETC:-/etc/apt} f files=() mirror=""
+    for f in "$etc"/sources.list.d/*.sources "$etc"/sources.list.d/*.list "$etc"/sources.list; do
+        [ -f "$f" ] && files+=("$f")
+    done
+    if [ ${#files[@]} -gt 0 ]; then
+        mirror=$(sed -nE 's/^URIs:[[:space:]]*([^[:space:]]+\/debian)\/?([[:space:]].*)?$/\1/p; s/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+\/debian)\/?[[:space:]].*/\2/p' \
+            "${files[@]}")
+        mirror=${mirror%%$'\n'*}  # the first one (no `head` in a pipe under pipefail)
+    fi
+    if [ -z "$mirror" ]; then
+        echo "ci-setup: no Debian mirror configured for apt (looked in $etc/sources.list.d/*.sources, *.list and $etc/sources.list)" >&2
+        return 1
+    fi
+    echo "$mirror"
+}
+
 docker_image() {
     if docker image inspect "$IMAGE" >/dev/null 2>&1; then
         echo "ci-setup: $IMAGE is cached" >&2
         return
     fi
     local rootfs mirror
-    # the machine's own Debian mirror, as apt is configured here (deb822 or one-line form)
-    mirror=$(sed -nE 's/^URIs:[[:space:]]*([^[:space:]]+\/debian)[[:space:]]*$/\1/p; s/^deb[[:space:]]+([^[:space:]]+\/debian)[[:space:]].*/\1/p' \
-        /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n 1)
-    [ -n "$mirror" ] || { echo "ci-setup: no Debian mirror configured for apt" >&2; exit 1; }
+    mirror=$(debian_mirror) || exit 1
     rootfs=$(mktemp -d /var/tmp/rsiframe-rootfs.XXXXXX)
     debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/dev/null
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
@@ -70,6 +89,7 @@ PY
 for what in "$@"; do
     case $what in
         harbor) step "harbor venv" harbor_venv ;;
+        mirror) debian_mirror ;;
         docker)
             step "docker engine" docker_engine
             step "docker base image" docker_image
