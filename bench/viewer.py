@@ -33,12 +33,12 @@ from rsiframe import __version__
 from rsiframe import recipe as recipe_mod
 from rsiframe.archive import Archive
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
-from rsiframe.digest import sha256_json
 from rsiframe.gittree import Entry, Snapshot, blob_sha
 from rsiframe.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.runfolder import RunPaths
 from rsiframe.signing import EVENT_TYPE, Signer
 from rsiframe.tasks import TaskLock
+from rsiframe.util.digest import sha256_json
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
 SPLIT = {

@@ -6,7 +6,7 @@ verifier phase gets only that copy. The copy walks the agent's folder by directo
 descriptors without following links, so nothing the agent (or a process it left behind)
 does during the copy can redirect it:
 
-- regular files are copied by content (:mod:`rsiframe.safefile`), which also breaks hard
+- regular files are copied by content (:mod:`rsiframe.util.safefile`), which also breaks hard
   links to files elsewhere; the executable bit is kept, set-uid/set-gid bits are not;
 - a symlink is kept only when it resolves inside ``/app`` (through the tree's other
   links, as the kernel would); one that leaves it (``/tests/...``, ``../tests/...``,
@@ -25,7 +25,7 @@ import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rsiframe.safefile import UnsafeFile, open_regular
+from rsiframe.util.safefile import UnsafeFile, open_regular
 
 #: the path the agent and the verifier see the copied folder at
 INSIDE = "/app"

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rsiframe import faults
-from rsiframe.digest import canonical_json, sha256_bytes
 from rsiframe.errors import ArchiveCorrupt
+from rsiframe.util import faults
+from rsiframe.util.digest import canonical_json, sha256_bytes
 
 GENESIS = "0" * 64
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)

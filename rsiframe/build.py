@@ -45,14 +45,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe import __version__, faults
+from rsiframe import __version__
 from rsiframe.contamination import AuditResult, ContaminationConfig, build_texts
-from rsiframe.digest import sha256_bytes, sha256_file, sha256_json
 from rsiframe.hostfacts import host_facts, kernel_env
 from rsiframe.keys import key_dir
-from rsiframe.safefile import is_regular
 from rsiframe.sandbox import Mount, ProcResult, Sandbox
 from rsiframe.serving import ModelRefused, check_model_dir
+from rsiframe.util import faults
+from rsiframe.util.digest import sha256_bytes, sha256_file, sha256_json
+from rsiframe.util.safefile import is_regular
 
 TAIL = 4000
 

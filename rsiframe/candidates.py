@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import git
 
-from rsiframe import reaper
 from rsiframe.archive import write_atomic
 from rsiframe.errors import RunFolderError
 from rsiframe.gittree import (
@@ -36,6 +35,7 @@ from rsiframe.gittree import (
     snapshot,
     tree_objects,
 )
+from rsiframe.util import reaper
 
 _IDENT = "rsiframe <rsiframe@localhost>"
 #: verified exports kept in the export folder (admitted ones are reused as parents)

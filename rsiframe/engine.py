@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rsiframe import events as E
-from rsiframe import health, opidentity, reaper
+from rsiframe import health, opidentity
 from rsiframe.archive import Event
 from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
@@ -40,6 +40,7 @@ from rsiframe.taskruns import TaskRunMeter, budget_guard
 from rsiframe.tasks import SPLITS, tasks_by_split
 from rsiframe.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.untrusted import UntrustedOperator
+from rsiframe.util import reaper
 
 
 class Engine:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe import events as E
-from rsiframe import faults
 from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
@@ -30,6 +29,7 @@ from rsiframe.opcall import Progress, Timings
 from rsiframe.schema import Recipe, StageSpec
 from rsiframe.state import CHILD_SPLITS, Candidate, RunState
 from rsiframe.tasks import TaskSet
+from rsiframe.util import faults
 
 Emit = Callable[[E.EventData], Any]
 

@@ -48,21 +48,21 @@ from rsiframe import (
     appcopy,
     appdiff,
     docker_sandbox,
-    faults,
     harbor_engine,
     serving,
     taskimage,
 )
 from rsiframe.build import BuildConfig, Builder, BuildRejected, Built
 from rsiframe.contamination import AuditResult, Item, audit, protected_items
-from rsiframe.cpuslots import cpu_slot
-from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
-from rsiframe.reaper import discard
-from rsiframe.safefile import UnsafeFile, read_regular
 from rsiframe.sandbox import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
 from rsiframe.serving import ModelRefused, ModelServer
 from rsiframe.tasks import Task, TaskSet
+from rsiframe.util import faults
+from rsiframe.util.cpuslots import cpu_slot
+from rsiframe.util.digest import sha256_bytes, sha256_json
+from rsiframe.util.reaper import discard
+from rsiframe.util.safefile import UnsafeFile, read_regular
 
 TAIL = 4000
 _SKIP_ENV_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}

@@ -64,10 +64,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from rsiframe.digest import sha256_json
 from rsiframe.errors import RsiError
 from rsiframe.ledger import Entry, Ledger
 from rsiframe.models_schema import ModelSpec, ResolvedModel
+from rsiframe.util.digest import sha256_json
 
 #: request body keys that change how an answer travels, not what it is (left out of digests)
 TRANSPORT_KEYS = ("stream_options", "user", "metadata")

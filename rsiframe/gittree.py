@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rsiframe.safefile import UnsafeFile, open_regular, read_regular
 from rsiframe.surface import glob_matches
+from rsiframe.util.safefile import UnsafeFile, open_regular, read_regular
 
 #: the largest file a candidate tree may hold (read back only as a regular file)
 MAX_BLOB = 1 << 31

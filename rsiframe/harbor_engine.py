@@ -44,11 +44,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rsiframe import __version__, harborenv
-from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import EngineUnavailable, TaskSetError
 from rsiframe.keys import key_dir
 from rsiframe.sandbox import host_secrets
 from rsiframe.tasks import Task, TaskSet
+from rsiframe.util.digest import sha256_bytes, sha256_json
 
 if TYPE_CHECKING:
     from rsiframe.evaluator import EvaluationOutput, HarnessEndpoint, ModelEndpoints, TaskRun

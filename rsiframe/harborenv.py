@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rsiframe.digest import sha256_bytes
 from rsiframe.errors import EngineUnavailable
+from rsiframe.util.digest import sha256_bytes
 
 HARBOR_VERSION = "0.25.0"
 PLUGIN_PACKAGE = "rsiframe_inharbor"

@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from rsiframe import faults
 from rsiframe.api import SLOT_TABLE, Operator
 from rsiframe.archive import Event
 from rsiframe.runview import StateView
 from rsiframe.state import RunState
+from rsiframe.util import faults
 
 R = TypeVar("R", bound=BaseModel)
 

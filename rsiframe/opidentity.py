@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe import __version__
-from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import LockMismatch
+from rsiframe.util.digest import sha256_bytes, sha256_json
 
 GROUP = "rsiframe.operators"
 CANDIDATE_PREFIX = "candidate:"

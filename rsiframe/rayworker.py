@@ -30,11 +30,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from rsiframe.build import BuildRejected, Built, files_of
-from rsiframe.digest import sha256_json
 from rsiframe.evaluator import LocalEngine, TaskRun, make_evaluator
 from rsiframe.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry, blob_sha, snapshot, tree_hash
 from rsiframe.sandbox import kill_all
 from rsiframe.tasks import TaskSet, file_rows
+from rsiframe.util.digest import sha256_json
 
 #: one file of a packed folder: (relative path, kind, bytes); kind is ``f`` (file),
 #: ``x`` (executable) or ``l`` (symlink; the bytes are its target), as in ``file_rows``

@@ -19,14 +19,14 @@ from pydantic import BaseModel, ValidationError
 
 from rsiframe import yamlsafe
 from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
-from rsiframe.digest import sha256_json
 from rsiframe.errors import RecipeError
 from rsiframe.evaluator import ENGINES
 from rsiframe.executorspec import ExecutorSpec
 from rsiframe.overrides import absolutize, labelled, merge, overrides, run_label
 from rsiframe.registry import resolve
 from rsiframe.schema import Recipe
-from rsiframe.validation import first_error
+from rsiframe.util.digest import sha256_json
+from rsiframe.util.validation import first_error
 
 
 @dataclass

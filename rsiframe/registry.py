@@ -17,10 +17,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from rsiframe.api import SLOT_BASES, SLOT_TABLE, SLOTS, Operator
-from rsiframe.digest import sha256_bytes
 from rsiframe.errors import OperatorNotFound
 from rsiframe.untrusted import PREFIX as CANDIDATE_PREFIX
 from rsiframe.untrusted import operator_class as untrusted_class
+from rsiframe.util.digest import sha256_bytes
 
 GROUP = "rsiframe.operators"
 

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe.archive import EVENTS, write_atomic
-from rsiframe.digest import canonical_json
 from rsiframe.errors import RunFolderError
 from rsiframe.keys import protect
+from rsiframe.util.digest import canonical_json
 
 
 @dataclass(frozen=True)

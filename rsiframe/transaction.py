@@ -34,7 +34,6 @@ from rsiframe.api import (
     ValidateContext,
 )
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
-from rsiframe.digest import canonical_json
 from rsiframe.errors import RsiError
 from rsiframe.evaluation import TaskRunner
 from rsiframe.gittree import Snapshot, snapshot
@@ -45,6 +44,7 @@ from rsiframe.runview import as_view
 from rsiframe.state import Candidate, RunState
 from rsiframe.surface import Surface
 from rsiframe.tasks import TaskLock
+from rsiframe.util.digest import canonical_json
 
 #: what a transaction ends with: the event the engine records for the candidate
 Outcome = E.CandidateMutated | E.CandidateRejected

@@ -43,7 +43,7 @@ from rsiframe.errors import OperatorNotFound
 from rsiframe.mounts import INPUTS_INSIDE, LIB_INSIDE, WORK_INSIDE
 from rsiframe.oprunner import RESULTS, SCHEMA_VERSION, CandidateInfo, Request, Response
 from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
-from rsiframe.validation import clean
+from rsiframe.util.validation import clean
 
 PREFIX = "candidate:"
 UNTRUSTED_SLOTS = tuple(RESULTS)

@@ -41,7 +41,6 @@ from pydantic import BaseModel
 from rsiframe import opidentity, yamlsafe
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
-from rsiframe.digest import sha256_json
 from rsiframe.drift import operator_drift, task_drift
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
 from rsiframe.evaluator import (
@@ -57,6 +56,7 @@ from rsiframe.runfolder import RunPaths
 from rsiframe.signing import BadSignature, RecordVerifier
 from rsiframe.state import Candidate, RunState, fold
 from rsiframe.tasks import SPLITS, TaskLock, TaskSet, tasks_by_split
+from rsiframe.util.digest import sha256_json
 
 CHECKS = (
     "pubkey",

@@ -108,11 +108,12 @@ def test_leaves_stay_leaves() -> None:
     allowed = {
         "rsiframe",
         "rsiframe.surface",
-        "rsiframe.digest",
+        "rsiframe.util",
+        "rsiframe.util.digest",
         "rsiframe.errors",
-        "rsiframe.faults",
+        "rsiframe.util.faults",
         "rsiframe.keys",
-        "rsiframe.safefile",
+        "rsiframe.util.safefile",
         "rsiframe.cgroups",
     }
     for p in modules():
@@ -127,8 +128,9 @@ def test_the_bottom_layer_reaches_only_leaves() -> None:
         "rsiframe.api",
         "rsiframe.surface",
         "rsiframe.gittree",
-        "rsiframe.safefile",
-        "rsiframe.digest",
+        "rsiframe.util",
+        "rsiframe.util.safefile",
+        "rsiframe.util.digest",
         "rsiframe.errors",
         "rsiframe.executorspec",  # pydantic only: the `evaluator.executor` key
         "rsiframe.models_schema",  # the recipe's models: (reaches only errors)

@@ -26,10 +26,10 @@ from rsiframe.archive import (
     read_events,
     write_atomic,
 )
-from rsiframe.digest import canonical_json, sha256_bytes
 from rsiframe.errors import ArchiveCorrupt
 from rsiframe.loader import load_run, unsigned_events
 from rsiframe.signing import EVENT_TYPE, PAYLOAD_TYPE, Signer, create_signer
+from rsiframe.util.digest import canonical_json, sha256_bytes
 
 RUN_ID = "run-test"
 SIGNER = Signer(Ed25519PrivateKey.generate())

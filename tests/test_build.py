@@ -16,9 +16,9 @@ from conftest import cli_proc, events
 from dth import BUILD, recipe, write_seed, write_tasks
 
 from rsiframe.build import BuildConfig, Builder, BuildRejected
-from rsiframe.digest import sha256_file, sha256_json
 from rsiframe.hostfacts import FACTS
 from rsiframe.sandbox import make_sandbox
+from rsiframe.util.digest import sha256_file, sha256_json
 
 
 @pytest.fixture(scope="module")

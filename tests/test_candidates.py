@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import rsiframe.candidates as candidates_mod
-from rsiframe import reaper
 from rsiframe.candidates import (
     CANDIDATE_REFS,
     REJECTED_REFS,
@@ -20,6 +19,7 @@ from rsiframe.candidates import (
 )
 from rsiframe.errors import RunFolderError
 from rsiframe.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry, blob_sha, snapshot
+from rsiframe.util import reaper
 
 
 def _git(repo: Path, *args: str) -> str:

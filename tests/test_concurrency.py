@@ -352,7 +352,7 @@ def test_cpu_slots_cap_cpu_heavy_steps_process_wide(monkeypatch: pytest.MonkeyPa
     import threading
     import time
 
-    from rsiframe import cpuslots
+    from rsiframe.util import cpuslots
 
     monkeypatch.setattr(cpuslots, "_slots", cpuslots._Slots(2))
     busy, most = [0], [0]

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from conftest import cli
 
-from rsiframe.digest import canonical_json, sha256_bytes
 from rsiframe.signing import Signer
+from rsiframe.util.digest import canonical_json, sha256_bytes
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MANIFEST = yaml.safe_load((CORPUS / "cases.yaml").read_text())

@@ -240,7 +240,7 @@ def test_notes_cannot_overwrite_certified_scores(tmp_path: Path) -> None:
 
 def _rechain(run_dir: Path, edit) -> None:  # type: ignore[no-untyped-def]
     """Rewrite events.jsonl with ``edit`` applied and a freshly computed hash chain."""
-    from rsiframe.digest import canonical_json, sha256_bytes
+    from rsiframe.util.digest import canonical_json, sha256_bytes
 
     lines = (run_dir / "events.jsonl").read_text().splitlines()
     prev = "0" * 64

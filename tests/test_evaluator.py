@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe import cgroups, reaper
-from rsiframe.digest import sha256_bytes
+from rsiframe import cgroups
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
 from rsiframe.sandbox import ProcessSandbox, bwrap_works
 from rsiframe.tasks import Task, load_task
+from rsiframe.util import reaper
+from rsiframe.util.digest import sha256_bytes
 
 HAVE_BWRAP = bwrap_works()
 MODES = [

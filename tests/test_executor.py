@@ -246,8 +246,8 @@ def test_a_shipped_model_is_installed_only_when_it_matches_its_build_record(
     from types import SimpleNamespace
 
     from rsiframe.build import files_of
-    from rsiframe.digest import sha256_json
     from rsiframe.rayworker import ModelPack, install_model
+    from rsiframe.util.digest import sha256_json
 
     built = tmp_path / "built"
     built.mkdir()

@@ -114,7 +114,7 @@ def test_events_are_durable_before_anything_acts_on_them(
 def test_discarded_folders_free_their_name_at_once_and_are_deleted_in_the_background(
     tmp_path: Path,
 ) -> None:
-    from rsiframe import reaper
+    from rsiframe.util import reaper
 
     trial = tmp_path / "trial"
     (trial / "app" / "deep").mkdir(parents=True)

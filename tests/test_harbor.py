@@ -171,7 +171,7 @@ def test_harbor_trial_becomes_evidence(tmp_path: Path) -> None:
     blobs: dict[str, bytes] = {}
 
     def put(data: bytes) -> str:
-        from rsiframe.digest import sha256_bytes
+        from rsiframe.util.digest import sha256_bytes
 
         blobs[sha256_bytes(data)] = data
         return sha256_bytes(data)

@@ -15,8 +15,8 @@ from test_resume import run_proc
 
 from rsiframe import __version__, opidentity, registry
 from rsiframe import recipe as recipe_mod
-from rsiframe.digest import sha256_bytes
 from rsiframe.signing import RecordVerifier
+from rsiframe.util.digest import sha256_bytes
 
 GATE = textwrap.dedent("""\
     from pydantic import BaseModel, ConfigDict

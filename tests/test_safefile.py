@@ -1,4 +1,4 @@
-"""rsiframe.safefile: host-side reads of candidate files accept regular files only."""
+"""rsiframe.util.safefile: host-side reads of candidate files accept regular files only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe.safefile import UnsafeFile, read_regular
+from rsiframe.util.safefile import UnsafeFile, read_regular
 
 
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_the_cache_scenarios_fail_with_the_manifest_hmac_off(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As before the fix (no HMAC over the cache manifest), an edited entry is reused."""
-    from rsiframe import faults
+    from rsiframe.util import faults
 
     assert run_trial(name, 0, seed=5).passed
     monkeypatch.setattr(faults, "_SPEC", ("off", "cache_mac", 1))
@@ -76,7 +76,7 @@ def test_the_saboteur_scenario_fails_when_the_server_does_not_cancel(
     """As before the fix (abandoned requests run on): the scenario fails. Whether the honest
     child also times out behind the flood depends on the host's speed; that the saboteur's
     requests were never cancelled is found either way."""
-    from rsiframe import faults
+    from rsiframe.util import faults
 
     monkeypatch.setattr(faults, "_SPEC", ("off", "serve_cancel", 1))
     result = run_trial("saboteur", 0, seed=5)
@@ -88,8 +88,8 @@ def test_the_saboteur_scenario_fails_when_the_server_does_not_cancel(
 
 
 def test_the_report_names_a_protection_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rsiframe import faults
     from rsiframe.selftest.runner import run_selftest
+    from rsiframe.util import faults
 
     monkeypatch.setattr(faults, "_SPEC", ("off", "cache_mac", 1))
     report = run_selftest(1, ["cache_edited_model"], seed=1)

@@ -15,7 +15,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from rsiframe.digest import canonical_json, sha256_bytes
 from rsiframe.errors import KeyMissing
 from rsiframe.signing import (
     EVENT_TYPE,
@@ -28,6 +27,7 @@ from rsiframe.signing import (
     load_signer,
     pae,
 )
+from rsiframe.util.digest import canonical_json, sha256_bytes
 
 STATEMENT = {"_type": "https://in-toto.io/Statement/v1", "subject": [], "n": 1, "é": "ü"}
 

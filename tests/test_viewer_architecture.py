@@ -12,7 +12,7 @@ READ_SIDE = {
     "rsiframe.archive",
     "rsiframe.budget",
     "rsiframe.candidates",
-    "rsiframe.digest",
+    "rsiframe.util.digest",
     "rsiframe.errors",
     "rsiframe.gittree",
     "rsiframe.gridspec",
@@ -33,10 +33,10 @@ READ_SIDE = {
 BELOW_READ_SIDE = {
     "rsiframe.executorspec",  # the recipe schema's executor section (bottom layer)
     "rsiframe.events",
-    "rsiframe.faults",
+    "rsiframe.util.faults",
     "rsiframe.keys",
-    "rsiframe.reaper",  # candidates prunes exports with it (a folder removal, not run state)
-    "rsiframe.safefile",
+    "rsiframe.util.reaper",  # candidates prunes exports with it (a folder removal, not run state)
+    "rsiframe.util.safefile",
     "rsiframe.surface",
 }
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from rsiframe.archive import artifact_path
 from rsiframe.candidates import CandidateRepo
-from rsiframe.digest import sha256_bytes, sha256_file
 from rsiframe.errors import ArchiveCorrupt, RsiError
 from rsiframe.gittree import MODE_LINK, diff
 from rsiframe.state import Candidate
+from rsiframe.util.digest import sha256_bytes, sha256_file
 
 PAGE_BYTES = 64 * 1024
 MAX_DIFF_BYTES = 512 * 1024

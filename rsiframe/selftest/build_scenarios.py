@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import ContaminationConfig, Item, audit
-from rsiframe.digest import sha256_file, sha256_json
 from rsiframe.sandbox import ProcessSandbox, make_sandbox
+from rsiframe.util.digest import sha256_file, sha256_json
 
 if TYPE_CHECKING:
     from rsiframe.selftest.scenarios import Trial

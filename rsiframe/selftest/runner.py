@@ -14,10 +14,10 @@ from typing import Any
 from pydantic import BaseModel
 from rich.table import Table
 
-from rsiframe import faults
 from rsiframe.errors import RsiError
 from rsiframe.sandbox import make_sandbox
 from rsiframe.selftest.scenarios import SCENARIOS, Trial
+from rsiframe.util import faults
 
 #: trials per scenario by default: the whole self-test stays within a few minutes on 2 cores
 DEFAULT_TRIALS = 2
