@@ -25,7 +25,7 @@ import yaml
 
 from rsiframe.evaluator import LocalEngine
 from rsiframe.preflight import plan
-from rsiframe.tasks import tasks_by_split
+from rsiframe.tasks.taskset import tasks_by_split
 
 REPO = Path(__file__).resolve().parents[1]
 

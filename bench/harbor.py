@@ -25,7 +25,7 @@ from rsiframe.errors import RsiError
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, run_tasks
 from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
 from rsiframe.sandbox import Mount, make_sandbox
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 
 REPO = Path(__file__).resolve().parents[1]
 SAT3 = REPO / "tasks" / "sat3"

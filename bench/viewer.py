@@ -37,7 +37,7 @@ from rsiframe.gittree import Entry, Snapshot, blob_sha
 from rsiframe.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.runfolder import RunPaths
 from rsiframe.signing import EVENT_TYPE, Signer
-from rsiframe.tasks import TaskLock
+from rsiframe.tasks.taskset import TaskLock
 from rsiframe.util.digest import sha256_json
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe.tasks import Task
+from rsiframe.tasks.taskset import Task
 
 _SPACE = re.compile(r"\s+")
 

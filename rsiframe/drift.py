@@ -13,7 +13,7 @@ from pathlib import Path
 from rsiframe import opidentity
 from rsiframe.errors import RsiError
 from rsiframe.runfolder import RunPaths
-from rsiframe.tasks import TaskLock
+from rsiframe.tasks.taskset import TaskLock
 
 
 def operator_drift(paths: RunPaths) -> list[str]:

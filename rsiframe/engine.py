@@ -37,7 +37,7 @@ from rsiframe.snapshot import save_snapshot
 from rsiframe.state import Candidate
 from rsiframe.surface import Surface
 from rsiframe.taskruns import TaskRunMeter, budget_guard
-from rsiframe.tasks import SPLITS, tasks_by_split
+from rsiframe.tasks.taskset import SPLITS, tasks_by_split
 from rsiframe.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.untrusted import UntrustedOperator
 from rsiframe.util import reaper

@@ -28,7 +28,7 @@ from rsiframe.executor import Executor, LocalExecutor
 from rsiframe.opcall import Progress, Timings
 from rsiframe.schema import Recipe, StageSpec
 from rsiframe.state import CHILD_SPLITS, Candidate, RunState
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 from rsiframe.util import faults
 
 Emit = Callable[[E.EventData], Any]

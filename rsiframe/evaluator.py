@@ -57,7 +57,7 @@ from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.errors import LockMismatch
 from rsiframe.sandbox import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
 from rsiframe.serving import ModelRefused, ModelServer
-from rsiframe.tasks import Task, TaskSet
+from rsiframe.tasks.taskset import Task, TaskSet
 from rsiframe.util import faults
 from rsiframe.util.cpuslots import cpu_slot
 from rsiframe.util.digest import sha256_bytes, sha256_json

@@ -32,7 +32,7 @@ from rsiframe.errors import RunFolderError
 from rsiframe.evaluator import make_evaluator, run_tasks
 from rsiframe.preflight import Plan, plan
 from rsiframe.stats import ALPHA, bootstrap_ci, mcnemar
-from rsiframe.tasks import tasks_by_split
+from rsiframe.tasks.taskset import tasks_by_split
 
 #: a task "passes" when its reward is at least this (rewards are in [0, 1])
 PASS_REWARD = 0.5

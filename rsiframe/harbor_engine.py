@@ -47,7 +47,7 @@ from rsiframe import __version__, harborenv
 from rsiframe.errors import EngineUnavailable, TaskSetError
 from rsiframe.keys import key_dir
 from rsiframe.sandbox import host_secrets
-from rsiframe.tasks import Task, TaskSet
+from rsiframe.tasks.taskset import Task, TaskSet
 from rsiframe.util.digest import sha256_bytes, sha256_json
 
 if TYPE_CHECKING:

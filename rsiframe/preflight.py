@@ -15,7 +15,7 @@ from rsiframe.executorspec import ExecutorSpec
 from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.models_schema import ModelCheck, check_models
 from rsiframe.surface import Surface
-from rsiframe.tasks import TaskSet, make_split
+from rsiframe.tasks.taskset import TaskSet, make_split
 
 
 @dataclass

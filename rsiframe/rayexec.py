@@ -45,7 +45,7 @@ from rsiframe.rayworker import (
     stream,
     stream_build,
 )
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 
 #: how often the driver looks at the cluster while an evaluation runs, and how many
 #: missed probes in a row mean the cluster is gone

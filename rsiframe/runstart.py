@@ -31,7 +31,7 @@ from rsiframe.preflight import plan
 from rsiframe.runfolder import RunLock, RunPaths
 from rsiframe.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.state import RunState
-from rsiframe.tasks import TaskLock, TaskSet
+from rsiframe.tasks.taskset import TaskLock, TaskSet
 
 
 @dataclass

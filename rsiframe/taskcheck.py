@@ -18,7 +18,7 @@ from pathlib import Path
 from rsiframe.errors import TaskSetError
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, run_tasks
 from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig, harbor_task_problems
-from rsiframe.tasks import Task, TaskSet, load_task
+from rsiframe.tasks.taskset import Task, TaskSet, load_task
 
 ORACLE_AGENT = 'bash "$RSI_CANDIDATE/solutions/$RSI_TASK_ID/solve.sh"'
 ENGINES = ("local", "harbor")

@@ -43,7 +43,7 @@ from rsiframe.opcall import OperatorCalls, OperatorFailed
 from rsiframe.runview import as_view
 from rsiframe.state import Candidate, RunState
 from rsiframe.surface import Surface
-from rsiframe.tasks import TaskLock
+from rsiframe.tasks.taskset import TaskLock
 from rsiframe.util.digest import canonical_json
 
 #: what a transaction ends with: the event the engine records for the candidate

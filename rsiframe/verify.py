@@ -55,7 +55,7 @@ from rsiframe.loader import unsigned_events
 from rsiframe.runfolder import RunPaths
 from rsiframe.signing import BadSignature, RecordVerifier
 from rsiframe.state import Candidate, RunState, fold
-from rsiframe.tasks import SPLITS, TaskLock, TaskSet, tasks_by_split
+from rsiframe.tasks.taskset import SPLITS, TaskLock, TaskSet, tasks_by_split
 from rsiframe.util.digest import sha256_json
 
 CHECKS = (

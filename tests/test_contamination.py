@@ -17,7 +17,7 @@ from rsiframe.contamination import (
     training_texts,
 )
 from rsiframe.sandbox import make_sandbox
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 
 LONG = "thequickbrownfoxjumps"  # 21 characters: audited by 13-grams
 SHORT = "qzxwv"  # shorter than n: counts when it occurs whole

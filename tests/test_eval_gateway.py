@@ -17,7 +17,7 @@ from rsiframe.models_schema import ModelSpec
 from rsiframe.preflight import evaluator_model
 from rsiframe.sandbox import bwrap_works
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
-from rsiframe.tasks import load_task
+from rsiframe.tasks.taskset import load_task
 
 SECRET = "sk-provider-secret-0123456789"
 HAVE_BWRAP = bwrap_works()
@@ -190,7 +190,7 @@ def test_the_terminal_seed_agent_solves_a_task_on_harbor_through_the_gateway(
     import shutil
 
     from rsiframe.evaluator import run_tasks
-    from rsiframe.tasks import TaskSet
+    from rsiframe.tasks.taskset import TaskSet
 
     repo = Path(__file__).resolve().parents[1]
     step = {

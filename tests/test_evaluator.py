@@ -10,7 +10,7 @@ import pytest
 from rsiframe import cgroups
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
 from rsiframe.sandbox import ProcessSandbox, bwrap_works
-from rsiframe.tasks import Task, load_task
+from rsiframe.tasks.taskset import Task, load_task
 from rsiframe.util import reaper
 from rsiframe.util.digest import sha256_bytes
 

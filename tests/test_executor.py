@@ -139,7 +139,7 @@ def test_a_packed_tree_round_trips_and_is_verified(tmp_path: Path) -> None:
 
     files, rows = pack_folder(src)
     unpack(files, tmp_path / "again")
-    from rsiframe.tasks import file_rows
+    from rsiframe.tasks.taskset import file_rows
 
     assert file_rows(tmp_path / "again") == rows == file_rows(src)
 

@@ -15,7 +15,7 @@ from rsiframe import harborenv
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, run_tasks
 from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
 from rsiframe.keys import key_dir
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 
 SAT3 = REPO / "tasks" / "sat3"
 SOLVER = 'python3 "$RSI_CANDIDATE/solver.py"'

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 
 PYFIX = Path(__file__).resolve().parents[1] / "tasks" / "pyfix"
 

@@ -30,7 +30,7 @@ from dth import BUILD, tiny_model, write_seed, write_tasks
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig
 from rsiframe.sandbox import make_sandbox
 from rsiframe.serving import QUEUE_HEARTBEAT_S, ModelServer, OpenEndpoint
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 
 REPO = Path(__file__).resolve().parents[1]
 BIG = {"model": "tiny", "prompt": ["rev abc="] * 64, "n": 64, "max_tokens": 8, "temperature": 0}

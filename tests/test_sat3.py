@@ -18,7 +18,7 @@ import pytest
 from conftest import REPO
 
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 
 SAT3 = REPO / "tasks" / "sat3"
 sys.path.insert(0, str(SAT3 / "seed"))

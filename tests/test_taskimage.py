@@ -133,7 +133,7 @@ def test_an_evaluation_in_docker_runs_the_oracle_in_the_task_image(
     docker_sb, tmp_path: Path
 ) -> None:
     from rsiframe.evaluator import LocalEngine, LocalEngineConfig
-    from rsiframe.tasks import TaskSet
+    from rsiframe.tasks.taskset import TaskSet
 
     root = tmp_path / "set"
     for name in ("json-extract", "csv-sum", "hello-file"):

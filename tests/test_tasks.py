@@ -1,4 +1,4 @@
-"""rsiframe.tasks: Harbor task loading, content digests, splits, the task lock."""
+"""rsiframe.tasks.taskset: Harbor task loading, content digests, splits, the task lock."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rsiframe.errors import TaskSetChanged, TaskSetError
-from rsiframe.tasks import (
+from rsiframe.tasks.taskset import (
     SPLITS,
     TaskLock,
     TaskSet,

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from rsiframe.tasks import TaskSet, file_rows
+from rsiframe.tasks.taskset import TaskSet, file_rows
 
 TEXTOPS = REPO / "tasks" / "textops"
 SEED = TEXTOPS / "seed"
@@ -65,7 +65,7 @@ def test_gate_and_sealed_items_are_not_derivable_from_the_public_generator() -> 
     import random
 
     from rsiframe.recipe import load as load_recipe
-    from rsiframe.tasks import make_split
+    from rsiframe.tasks.taskset import make_split
 
     gen = load("textops_gen", TEXTOPS / "generate.py")
     ids = sorted(p.name for p in task_dirs(TEXTOPS))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig
-from rsiframe.tasks import TaskSet
+from rsiframe.tasks.taskset import TaskSet
 
 if TYPE_CHECKING:
     from rsiframe.selftest.scenarios import Trial

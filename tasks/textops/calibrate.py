@@ -310,7 +310,7 @@ def serve(model_dir: Path, generator: str) -> tuple[ThreadingHTTPServer, str]:
 
 
 def task_split() -> dict[str, list[str]]:
-    from rsiframe.tasks import TaskSet, make_split
+    from rsiframe.tasks.taskset import TaskSet, make_split
 
     ids = sorted(TaskSet.load(HERE).tasks)
     return make_split(ids, ratios=SPLIT_RATIOS, seed=0)

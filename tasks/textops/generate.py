@@ -32,7 +32,7 @@ ITEMS = 8
 RNG_SEED = 20261130
 KINDS = ("reverse", "sort", "add")
 #: the split of the shipped recipes (``tasks.split`` in recipes/textops-base.yaml; the
-#: same rule as ``rsiframe.tasks.make_split``): its gate and sealed tasks hold stored items
+#: same rule as ``rsiframe.tasks.taskset.make_split``): its gate and sealed tasks hold stored items
 SPLIT_SEED = 0
 TRAIN_RATIO = 0.4
 # Problem sizes of the stored items. The contamination audit counts an item only when its
