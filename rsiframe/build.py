@@ -46,9 +46,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rsiframe import __version__
+from rsiframe.certs.keys import key_dir
 from rsiframe.contamination import AuditResult, ContaminationConfig, build_texts
 from rsiframe.hostfacts import host_facts, kernel_env
-from rsiframe.keys import key_dir
 from rsiframe.sandbox import Mount, ProcResult, Sandbox
 from rsiframe.serving import ModelRefused, check_model_dir
 from rsiframe.util import faults

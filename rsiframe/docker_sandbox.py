@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rsiframe.certs.keys import key_dir
 from rsiframe.errors import EngineUnavailable, SandboxError
-from rsiframe.keys import key_dir
 from rsiframe.sandbox import (
     DEFAULT_OUTPUT_LIMIT,
     Limits,

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rsiframe.archive import Event, check_chain, read_events
+from rsiframe.certs.signing import EVENT_TYPE, BadSignature, RecordVerifier
 from rsiframe.errors import ArchiveCorrupt, RunFolderError
 from rsiframe.runfolder import RunPaths, is_live
-from rsiframe.signing import EVENT_TYPE, BadSignature, RecordVerifier
 from rsiframe.snapshot import load_snapshot
 from rsiframe.state import RunState
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe.archive import EVENTS, write_atomic
+from rsiframe.certs.keys import protect
 from rsiframe.errors import RunFolderError
-from rsiframe.keys import protect
 from rsiframe.util.digest import canonical_json
 
 

@@ -19,6 +19,7 @@ from rsiframe import __version__, opidentity
 from rsiframe import recipe as recipe_mod
 from rsiframe.archive import Archive
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
+from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
 from rsiframe.events import RunStarted
@@ -29,7 +30,6 @@ from rsiframe.modelrun import REPLAY_OF
 from rsiframe.overrides import folder_safe
 from rsiframe.preflight import plan
 from rsiframe.runfolder import RunLock, RunPaths
-from rsiframe.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.state import RunState
 from rsiframe.tasks.taskset import TaskLock, TaskSet
 

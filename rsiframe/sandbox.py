@@ -43,9 +43,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rsiframe.certs.keys import key_dir, protected_folders
 from rsiframe.cgroups import RunCgroups
 from rsiframe.errors import SandboxError
-from rsiframe.keys import key_dir, protected_folders
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
 #: the uid and gid a bubblewrap sandbox runs as inside its user namespace, unless

@@ -27,8 +27,8 @@ import pydantic_core
 from pydantic import BaseModel
 
 from rsiframe.archive import EVENTS, Event, parse_line, write_atomic
-from rsiframe.records import CertifiedRecord, EvaluationPredicate
-from rsiframe.signing import RecordVerifier, Signer
+from rsiframe.certs.records import CertifiedRecord, EvaluationPredicate
+from rsiframe.certs.signing import RecordVerifier, Signer
 from rsiframe.state import Attempt, Candidate, RunState
 from rsiframe.util.digest import canonical_json, sha256_bytes
 

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 from rsiframe import events as E
 from rsiframe.archive import Event
+from rsiframe.certs.records import CertifiedRecord, parse_statement
+from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.errors import ArchiveCorrupt
-from rsiframe.records import CertifiedRecord, parse_statement
-from rsiframe.signing import BadSignature, RecordVerifier
 
 CANDIDATE_STATES = (
     "proposed",

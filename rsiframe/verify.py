@@ -41,6 +41,7 @@ from pydantic import BaseModel
 from rsiframe import opidentity, yamlsafe
 from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
+from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.drift import operator_drift, task_drift
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
 from rsiframe.evaluator import (
@@ -53,7 +54,6 @@ from rsiframe.evaluator import (
 from rsiframe.hostfacts import describe, differing
 from rsiframe.loader import unsigned_events
 from rsiframe.runfolder import RunPaths
-from rsiframe.signing import BadSignature, RecordVerifier
 from rsiframe.state import Candidate, RunState, fold
 from rsiframe.tasks.taskset import SPLITS, TaskLock, TaskSet, tasks_by_split
 from rsiframe.util.digest import sha256_json

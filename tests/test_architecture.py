@@ -112,7 +112,7 @@ def test_leaves_stay_leaves() -> None:
         "rsiframe.util.digest",
         "rsiframe.errors",
         "rsiframe.util.faults",
-        "rsiframe.keys",
+        "rsiframe.certs.keys",
         "rsiframe.util.safefile",
         "rsiframe.cgroups",
     }

@@ -26,9 +26,9 @@ from rsiframe.archive import (
     read_events,
     write_atomic,
 )
+from rsiframe.certs.signing import EVENT_TYPE, PAYLOAD_TYPE, Signer, create_signer
 from rsiframe.errors import ArchiveCorrupt
 from rsiframe.loader import load_run, unsigned_events
-from rsiframe.signing import EVENT_TYPE, PAYLOAD_TYPE, Signer, create_signer
 from rsiframe.util.digest import canonical_json, sha256_bytes
 
 RUN_ID = "run-test"
@@ -472,7 +472,7 @@ _CHILD = textwrap.dedent(
     from pathlib import Path
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from rsiframe.archive import Archive
-    from rsiframe.signing import EVENT_TYPE, Signer
+    from rsiframe.certs.signing import EVENT_TYPE, Signer
     signer = Signer(Ed25519PrivateKey.generate())
     arc = Archive(Path(sys.argv[1]), None, sign=lambda b: signer.sign_bytes(EVENT_TYPE, b))
     arc.append("start", {"n": 0})

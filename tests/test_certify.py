@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rsiframe import events as E
 from rsiframe.archive import Event
 from rsiframe.certify import Binding, FinishedEvaluation, certify
-from rsiframe.signing import Signer
+from rsiframe.certs.signing import Signer
 from rsiframe.state import RunState
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import cli
 
-from rsiframe.signing import Signer
+from rsiframe.certs.signing import Signer
 from rsiframe.util.digest import canonical_json, sha256_bytes
 
 CORPUS = Path(__file__).resolve().parent / "corpus"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rsiframe.certs.keys import key_dir
 from rsiframe.errors import EngineUnavailable
-from rsiframe.keys import key_dir
 from rsiframe.sandbox import Mount, make_sandbox
 
 

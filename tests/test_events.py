@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from rsiframe import events as E
 from rsiframe.archive import Event
+from rsiframe.certs.signing import RecordVerifier
 from rsiframe.errors import ArchiveCorrupt
-from rsiframe.signing import RecordVerifier
 from rsiframe.state import RunState
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ import yaml
 from conftest import REPO, cli
 
 from rsiframe import harborenv
+from rsiframe.certs.keys import key_dir
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, run_tasks
 from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
-from rsiframe.keys import key_dir
 from rsiframe.tasks.taskset import TaskSet
 
 SAT3 = REPO / "tasks" / "sat3"

@@ -15,7 +15,7 @@ from test_resume import run_proc
 
 from rsiframe import __version__, opidentity, registry
 from rsiframe import recipe as recipe_mod
-from rsiframe.signing import RecordVerifier
+from rsiframe.certs.signing import RecordVerifier
 from rsiframe.util.digest import sha256_bytes
 
 GATE = textwrap.dedent("""\

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe import sandbox, signing
+from rsiframe import sandbox
+from rsiframe.certs import signing
 from rsiframe.errors import SandboxError
 from rsiframe.sandbox import (
     BwrapSandbox,
@@ -763,7 +764,7 @@ def test_setup_root_is_namespace_root_and_never_sees_keys_or_a_live_run(
         )
     run = tmp_path / "run"
     (run / "work" / "trial").mkdir(parents=True)
-    from rsiframe import keys
+    from rsiframe.certs import keys
 
     monkeypatch.setattr(keys, "_protected", {})
     keys.protect(run, run / "work")

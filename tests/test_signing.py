@@ -1,4 +1,4 @@
-"""rsiframe.signing: Ed25519 run keys and DSSE envelopes."""
+"""rsiframe.certs.signing: Ed25519 run keys and DSSE envelopes."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from rsiframe.errors import KeyMissing
-from rsiframe.signing import (
+from rsiframe.certs.signing import (
     EVENT_TYPE,
     PAYLOAD_TYPE,
     BadSignature,
@@ -27,6 +26,7 @@ from rsiframe.signing import (
     load_signer,
     pae,
 )
+from rsiframe.errors import KeyMissing
 from rsiframe.util.digest import canonical_json, sha256_bytes
 
 STATEMENT = {"_type": "https://in-toto.io/Statement/v1", "subject": [], "n": 1, "é": "ü"}

@@ -63,7 +63,7 @@ def test_every_check_passes_with_only_the_folder(
 def test_a_key_from_elsewhere_is_refused(mini: Mini, tmp_path: Path) -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from rsiframe.signing import Signer
+    from rsiframe.certs.signing import Signer
 
     out = finished(mini)
     other = tmp_path / "other.pem"

@@ -21,10 +21,10 @@ READ_SIDE = {
     "rsiframe.models_schema",
     "rsiframe.executorspec",  # the recipe schema imports it (evaluator.executor)
     "rsiframe.api",
-    "rsiframe.records",
+    "rsiframe.certs.records",
     "rsiframe.report",
     "rsiframe.runfolder",
-    "rsiframe.signing",
+    "rsiframe.certs.signing",
     "rsiframe.state",
     "rsiframe.snapshot",
 }
@@ -34,7 +34,7 @@ BELOW_READ_SIDE = {
     "rsiframe.executorspec",  # the recipe schema's executor section (bottom layer)
     "rsiframe.events",
     "rsiframe.util.faults",
-    "rsiframe.keys",
+    "rsiframe.certs.keys",
     "rsiframe.util.reaper",  # candidates prunes exports with it (a folder removal, not run state)
     "rsiframe.util.safefile",
     "rsiframe.surface",

@@ -16,8 +16,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from rsiframe.certs.keys import key_dir
 from rsiframe.errors import KeyMissing
-from rsiframe.keys import key_dir
 from rsiframe.util.digest import canonical_json, sha256_bytes
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
