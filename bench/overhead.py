@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 
 from rsiframe.api import MutateContext, MutateOperator, Mutation
+from rsiframe.archive.loader import load_run
+from rsiframe.archive.snapshot import SNAPSHOT
 from rsiframe.engine import Engine
-from rsiframe.loader import load_run
-from rsiframe.snapshot import SNAPSHOT
 
 
 class CounterMutate(MutateOperator):

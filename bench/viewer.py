@@ -31,12 +31,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from rsiframe import __version__
 from rsiframe import recipe as recipe_mod
-from rsiframe.archive import Archive
+from rsiframe.archive.log import Archive
+from rsiframe.archive.runfolder import RunPaths
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.certs.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.certs.signing import EVENT_TYPE, Signer
 from rsiframe.gittree import Entry, Snapshot, blob_sha
-from rsiframe.runfolder import RunPaths
 from rsiframe.tasks.taskset import TaskLock
 from rsiframe.util.digest import sha256_json
 

@@ -131,7 +131,7 @@ class CellResult:
 
 def _ended(path: Path) -> str | None:
     """The state of a run that has ended, None when it still needs work."""
-    from rsiframe.loader import load_run
+    from rsiframe.archive.loader import load_run
 
     loaded = load_run(path)
     if loaded.live:

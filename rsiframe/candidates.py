@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import git
 
-from rsiframe.archive import write_atomic
+from rsiframe.archive.log import write_atomic
 from rsiframe.errors import RunFolderError
 from rsiframe.gittree import (
     MODE_EXEC,

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rsiframe import __version__
+from rsiframe.archive.events import EvaluationCertified
 from rsiframe.certs.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.certs.signing import Signer
-from rsiframe.events import EvaluationCertified
 
 
 @dataclass(frozen=True)

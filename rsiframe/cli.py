@@ -102,8 +102,8 @@ def main() -> None:
 
 
 def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
+    from rsiframe.archive.loader import LoadedRun
     from rsiframe.engine import RunFailure
-    from rsiframe.loader import LoadedRun
     from rsiframe.progress import RichProgress
     from rsiframe.report import print_summary, status_of
 
@@ -238,8 +238,8 @@ def resume(
 @friendly
 def status(run_dir: Path, as_json: bool) -> None:
     """Show a run's state, budget and every candidate with its verified scores."""
+    from rsiframe.archive.loader import load_run
     from rsiframe.drift import operator_drift, task_drift
-    from rsiframe.loader import load_run
     from rsiframe.report import candidate_table, print_summary, status_of
     from rsiframe.verify import lock_problems
 

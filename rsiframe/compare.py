@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rsiframe.archive.loader import load_run
+from rsiframe.archive.runfolder import RunPaths
 from rsiframe.errors import MixedRuns, RsiError, RunFolderError, RunNotVerified
-from rsiframe.loader import load_run
-from rsiframe.runfolder import RunPaths
 from rsiframe.stats import Estimate, bootstrap_ci, mean, prob_greater
 from rsiframe.util.digest import sha256_json
 from rsiframe.verify import lock_problems

@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from rsiframe import opidentity
+from rsiframe.archive.runfolder import RunPaths
 from rsiframe.errors import RsiError
-from rsiframe.runfolder import RunPaths
 from rsiframe.tasks.taskset import TaskLock
 
 

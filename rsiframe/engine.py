@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rsiframe import events as E
 from rsiframe import health, opidentity
-from rsiframe.archive import Event
+from rsiframe.archive import events as E
+from rsiframe.archive.log import Event
+from rsiframe.archive.snapshot import save_snapshot
+from rsiframe.archive.state import Candidate
 from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.inflight import Closure, Inflight
@@ -33,8 +35,6 @@ from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
 from rsiframe.runview import StateView
 from rsiframe.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
-from rsiframe.snapshot import save_snapshot
-from rsiframe.state import Candidate
 from rsiframe.surface import Surface
 from rsiframe.taskruns import TaskRunMeter, budget_guard
 from rsiframe.tasks.taskset import SPLITS, tasks_by_split

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rsiframe import events as E
+from rsiframe.archive import events as E
+from rsiframe.archive.state import CHILD_SPLITS, Candidate, RunState
 from rsiframe.budget import BudgetGuard
 from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
@@ -27,7 +28,6 @@ from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.executor import Executor, LocalExecutor
 from rsiframe.opcall import Progress, Timings
 from rsiframe.schema import Recipe, StageSpec
-from rsiframe.state import CHILD_SPLITS, Candidate, RunState
 from rsiframe.tasks.taskset import TaskSet
 from rsiframe.util import faults
 

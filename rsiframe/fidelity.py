@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from rsiframe.archive import put_artifact
+from rsiframe.archive.log import put_artifact
 from rsiframe.errors import RunFolderError
 from rsiframe.evaluator import make_evaluator, run_tasks
 from rsiframe.preflight import Plan, plan
@@ -151,8 +151,8 @@ class _Direct:
 
 def _framework(recipe: Path, sets: list[str], out: Path) -> dict[str, float]:
     """A real run stopped after generation 0; the seed's verified gate rewards."""
+    from rsiframe.archive.loader import load_run
     from rsiframe.engine import Engine, RunFailure
-    from rsiframe.loader import load_run
 
     engine = Engine.create(recipe, [*sets, "budget.max_generations=0"], out)
     try:

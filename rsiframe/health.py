@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from rsiframe.appdiff import UNTOUCHED
-from rsiframe.state import Candidate
+from rsiframe.archive.state import Candidate
 
 COULD_NOT_START = "agent could not start"
 EXITED_EARLY = "agent exited non-zero before doing anything"

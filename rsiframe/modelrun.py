@@ -30,13 +30,13 @@ from typing import Any
 
 import httpx
 
-from rsiframe import events as E
 from rsiframe import llm
+from rsiframe.archive import events as E
+from rsiframe.archive.state import RunState
 from rsiframe.errors import ModelError
 from rsiframe.gateway import SandboxEndpoint
 from rsiframe.ledger import Entry
 from rsiframe.schema import Recipe
-from rsiframe.state import RunState
 
 #: the folder of a run holding the gateway's ledger and evidence
 FOLDER = "model-calls"

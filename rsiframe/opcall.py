@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from rsiframe.api import SLOT_TABLE, Operator
-from rsiframe.archive import Event
+from rsiframe.archive.log import Event
+from rsiframe.archive.state import RunState
 from rsiframe.runview import StateView
-from rsiframe.state import RunState
 from rsiframe.util import faults
 
 R = TypeVar("R", bound=BaseModel)

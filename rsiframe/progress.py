@@ -19,9 +19,9 @@ from rich.progress import (
 from rich.text import Text
 
 from rsiframe import health
-from rsiframe.archive import Event
+from rsiframe.archive.log import Event
+from rsiframe.archive.state import RunState
 from rsiframe.opcall import Progress as ProgressSink
-from rsiframe.state import RunState
 
 
 class RichProgress(ProgressSink):

@@ -26,8 +26,8 @@ from typing import Any
 import click
 from pydantic import BaseModel
 
+from rsiframe.archive.runfolder import RunPaths
 from rsiframe.errors import RsiError, RunFolderError
-from rsiframe.runfolder import RunPaths
 
 #: a run's gateway folder (ledger.jsonl, evidence/): RunModels' FOLDER
 MODEL_CALLS = "model-calls"
@@ -87,7 +87,7 @@ def _short(value: Any) -> str:
 def check_source(run: Path) -> tuple[Any, Path]:
     """RUN read and verified (signatures, chain); its ledger folder. Bad input when RUN is
     not a run that has ended."""
-    from rsiframe.loader import load_run
+    from rsiframe.archive.loader import load_run
 
     loaded = load_run(run)
     state = loaded.run_state()
@@ -208,8 +208,8 @@ def model_calls(loaded: Any) -> tuple[int, int]:
 
 def replay(run: Path, out: Path, say: Callable[[str], None] = lambda m: None) -> ReplayReport:
     """Replay RUN into OUT (a new run folder) and compare the two."""
+    from rsiframe.archive.loader import load_run
     from rsiframe.engine import Engine, RunFailure
-    from rsiframe.loader import load_run
 
     source, ledger = check_source(run)
     check_ledger(source, ledger)

@@ -11,12 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from rsiframe import health
-from rsiframe.archive import chain_head
+from rsiframe.archive.loader import LoadedRun
+from rsiframe.archive.log import chain_head
+from rsiframe.archive.state import CANDIDATE_STATES, Candidate, RunState
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
-from rsiframe.loader import LoadedRun
 from rsiframe.schema import Budget
-from rsiframe.state import CANDIDATE_STATES, Candidate, RunState
 
 
 class Scores(BaseModel):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rsiframe import events as E
 from rsiframe.api import GateContext, GateDecision, RecordContext, ReflectContext
+from rsiframe.archive import events as E
+from rsiframe.archive.state import Candidate, RunState
 from rsiframe.opcall import OperatorCalls, OperatorFailed
 from rsiframe.runview import as_view
-from rsiframe.state import Candidate, RunState
 
 
 def gate(calls: OperatorCalls, state: RunState, c: Candidate) -> E.CandidateGated:

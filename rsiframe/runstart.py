@@ -17,20 +17,20 @@ from typing import Any
 
 from rsiframe import __version__, opidentity
 from rsiframe import recipe as recipe_mod
-from rsiframe.archive import Archive
+from rsiframe.archive.events import RunStarted
+from rsiframe.archive.loader import load_run
+from rsiframe.archive.log import Archive
+from rsiframe.archive.runfolder import RunLock, RunPaths
+from rsiframe.archive.state import RunState
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
 from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
-from rsiframe.events import RunStarted
 from rsiframe.executor import Executor, LocalExecutor, check, open_executor, session_spec
-from rsiframe.loader import load_run
 from rsiframe.modelrun import FOLDER as MODELS_FOLDER
 from rsiframe.modelrun import REPLAY_OF
 from rsiframe.overrides import folder_safe
 from rsiframe.preflight import plan
-from rsiframe.runfolder import RunLock, RunPaths
-from rsiframe.state import RunState
 from rsiframe.tasks.taskset import TaskLock, TaskSet
 
 

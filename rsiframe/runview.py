@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe.api import CandidateView, InformationFlowError, may_read
-from rsiframe.archive import get_artifact
+from rsiframe.archive.log import get_artifact
+from rsiframe.archive.state import Candidate, RunState
 from rsiframe.candidates import CandidateRepo
-from rsiframe.state import Candidate, RunState
 
 Violation = dict[str, Any]
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from rsiframe import events as E
+from rsiframe.archive import events as E
+from rsiframe.archive.state import Candidate, RunState
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import FinishedEvaluation
 from rsiframe.inflight import Inflight
 from rsiframe.schema import Recipe
-from rsiframe.state import Candidate, RunState
 
 #: nothing can start until work in flight comes back
 WAIT = "wait"

@@ -15,12 +15,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rsiframe import events as E
-from rsiframe.archive import Event
+from rsiframe.archive import events as E
+from rsiframe.archive.log import Event
+from rsiframe.archive.state import CHILD_SPLITS
 from rsiframe.budget import BudgetGuard, TaskCosts
 from rsiframe.evaluation import Stages, TaskRunner
 from rsiframe.schema import Budget
-from rsiframe.state import CHILD_SPLITS
 
 #: the slots whose operators get a ``run_train`` (uncertified task runs)
 RUNNING_SLOTS = ("rollout", "validate")

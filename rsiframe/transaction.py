@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rsiframe import events as E
 from rsiframe.api import (
     AnalyzeContext,
     Check,
@@ -33,6 +32,8 @@ from rsiframe.api import (
     SelectContext,
     ValidateContext,
 )
+from rsiframe.archive import events as E
+from rsiframe.archive.state import Candidate, RunState
 from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.errors import RsiError
 from rsiframe.evaluation import TaskRunner
@@ -41,7 +42,6 @@ from rsiframe.guardrail import check as guardrail_check
 from rsiframe.merge import merge_base, three_way
 from rsiframe.opcall import OperatorCalls, OperatorFailed
 from rsiframe.runview import as_view
-from rsiframe.state import Candidate, RunState
 from rsiframe.surface import Surface
 from rsiframe.tasks.taskset import TaskLock
 from rsiframe.util.digest import canonical_json

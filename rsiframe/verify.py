@@ -39,7 +39,10 @@ import yaml
 from pydantic import BaseModel
 
 from rsiframe import opidentity, yamlsafe
-from rsiframe.archive import get_artifact, get_json, put_artifact, read_events
+from rsiframe.archive.loader import unsigned_events
+from rsiframe.archive.log import get_artifact, get_json, put_artifact, read_events
+from rsiframe.archive.runfolder import RunPaths
+from rsiframe.archive.state import Candidate, RunState, fold
 from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.drift import operator_drift, task_drift
@@ -52,9 +55,6 @@ from rsiframe.evaluator import (
     run_tasks,
 )
 from rsiframe.hostfacts import describe, differing
-from rsiframe.loader import unsigned_events
-from rsiframe.runfolder import RunPaths
-from rsiframe.state import Candidate, RunState, fold
 from rsiframe.tasks.taskset import SPLITS, TaskLock, TaskSet, tasks_by_split
 from rsiframe.util.digest import sha256_json
 

@@ -166,8 +166,8 @@ def test_operators_use_only_the_public_api() -> None:
         reached = closure([p])
         assert not reached & {
             "rsiframe.engine",
-            "rsiframe.state",
-            "rsiframe.archive",
+            "rsiframe.archive.state",
+            "rsiframe.archive.log",
             "rsiframe.evaluator",
         }, f"{p.name} reaches {sorted(reached)}"
 

@@ -1,4 +1,4 @@
-"""rsiframe.archive and rsiframe.loader: the hash-chained, signed event log and artifacts."""
+"""rsiframe.archive.log and rsiframe.archive.loader: the hash-chained, signed event log and artifacts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from rsiframe.archive import (
+from rsiframe.archive.loader import load_run, unsigned_events
+from rsiframe.archive.log import (
     EVENTS,
     GENESIS,
     Archive,
@@ -28,7 +29,6 @@ from rsiframe.archive import (
 )
 from rsiframe.certs.signing import EVENT_TYPE, PAYLOAD_TYPE, Signer, create_signer
 from rsiframe.errors import ArchiveCorrupt
-from rsiframe.loader import load_run, unsigned_events
 from rsiframe.util.digest import canonical_json, sha256_bytes
 
 RUN_ID = "run-test"
@@ -471,7 +471,7 @@ _CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from rsiframe.archive import Archive
+    from rsiframe.archive.log import Archive
     from rsiframe.certs.signing import EVENT_TYPE, Signer
     signer = Signer(Ed25519PrivateKey.generate())
     arc = Archive(Path(sys.argv[1]), None, sign=lambda b: signer.sign_bytes(EVENT_TYPE, b))

@@ -181,7 +181,7 @@ def test_truncated_archive_is_repaired_on_resume(mini: Mini) -> None:
 def test_tampered_and_missing_evidence_fail_verify(mini: Mini) -> None:
     import base64
 
-    from rsiframe.archive import artifact_path, get_json
+    from rsiframe.archive.log import artifact_path, get_json
 
     out = _finished(mini)
     assert cli("verify", out).exit_code == 0

@@ -164,8 +164,8 @@ def test_progress_shows_every_candidate_in_flight_and_its_stage() -> None:
 
 
 def test_the_viewer_lists_candidates_in_flight(mini: Mini) -> None:
-    from rsiframe.loader import load_run
-    from rsiframe.state import fold
+    from rsiframe.archive.loader import load_run
+    from rsiframe.archive.state import fold
     from rsiframe.viewer.source import in_flight
 
     out = run(mini, "done", "concurrency.candidates=2", "budget.max_generations=1")

@@ -285,7 +285,7 @@ def test_forged_score_is_detected_and_never_read(mini: Mini) -> None:
         assert res.exit_code == 1 and "not signed by the run's key" in res.stderr
 
     # even with the signatures ignored, the score is never taken from a bad record
-    from rsiframe.loader import load_run
+    from rsiframe.archive.loader import load_run
 
     loaded = load_run(out, strict=False)
     assert loaded.state.candidates["c0000"].score("gate") is None

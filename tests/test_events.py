@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from rsiframe import events as E
-from rsiframe.archive import Event
+from rsiframe.archive import events as E
+from rsiframe.archive.log import Event
+from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import RecordVerifier
 from rsiframe.errors import ArchiveCorrupt
-from rsiframe.state import RunState
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from conftest import Mini
 
-from rsiframe import archive as archive_mod
-from rsiframe.archive import EVENTS, Archive
+from rsiframe.archive import log as archive_mod
+from rsiframe.archive.log import EVENTS, Archive
 from rsiframe.engine import Engine
 from rsiframe.evaluator import LocalEngine
 from rsiframe.opcall import OperatorCalls

@@ -255,7 +255,7 @@ def test_dockerfile_run_lines_set_up_the_system_as_namespace_root(tmp_path: Path
 
 @pytest.mark.e2e
 def test_a_run_on_harbor_certifies_the_engine_version_and_environment(tmp_path: Path) -> None:
-    from rsiframe.loader import load_run
+    from rsiframe.archive.loader import load_run
 
     ts = _sample(tmp_path, 5)
     res = cli("run", str(_recipe(tmp_path, ts.root)), "--out", str(tmp_path / "r"), "-q")

@@ -10,8 +10,8 @@ from pathlib import Path
 from conftest import Mini, cli, events, status_json
 
 from rsiframe import health
-from rsiframe.archive import get_artifact, get_json
-from rsiframe.runfolder import RunPaths
+from rsiframe.archive.log import get_artifact, get_json
+from rsiframe.archive.runfolder import RunPaths
 
 
 def _run(mini: Mini, *sets: str) -> tuple[Path, object]:

@@ -8,8 +8,8 @@ import pytest
 from conftest import Mini, cli, events, make_mini, status_json
 
 from rsiframe.api import GATE_DETAIL, INFORMATION, READS, SLOTS, InformationFlowError, may_read
+from rsiframe.archive.loader import load_run
 from rsiframe.engine import Engine
-from rsiframe.loader import load_run
 from rsiframe.sandbox import bwrap_works
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, cli, events, make_mini, status_json
 
-from rsiframe.archive import get_artifact
+from rsiframe.archive.log import get_artifact
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 
 MODELS = """\

@@ -139,9 +139,9 @@ def test_a_worker_with_another_evaluator_is_refused(
 def test_evidence_streams_back_per_task_and_ctrl_c_stops_the_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rsiframe.archive import Event
+    from rsiframe.archive.log import Event
+    from rsiframe.archive.state import RunState
     from rsiframe.engine import Engine, Progress
-    from rsiframe.state import RunState
 
     mini = make_mini(tmp_path / "p", sandbox="process")
     mark = tmp_path / "finished"

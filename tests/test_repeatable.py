@@ -19,7 +19,7 @@ import yaml
 from conftest import cli_proc, events
 from dth import recipe, write_seed, write_tasks
 
-from rsiframe.archive import get_artifact
+from rsiframe.archive.log import get_artifact
 
 
 def sealed(run_dir: Path) -> tuple[int, dict[str, float], dict[str, bytes]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import Mini, cli, events, status_json
 
-from rsiframe.runfolder import RunLock, RunPaths
+from rsiframe.archive.runfolder import RunLock, RunPaths
 
 TERMINAL = {"admitted", "declined", "rejected", "abandoned"}
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import AGENT, Mini, cli, cli_proc, events, make_mini, status_json
 
+from rsiframe.archive.state import RunState
 from rsiframe.budget import BudgetGuard, TaskCosts
 from rsiframe.schema import Budget
-from rsiframe.state import RunState
 
 LIMIT = 60
 # mini: train 4, gate 4, sealed 2 tasks; a child: rollout 2 + minibatch 2 + train 4 + gate 4
@@ -140,7 +140,7 @@ def test_a_killed_run_resumes_with_its_count_and_pays_nothing_twice(tmp_path: Pa
 
 
 def test_fold_counts_older_archives_by_finished_tasks() -> None:
-    from rsiframe.archive import Event
+    from rsiframe.archive.log import Event
 
     st = RunState(verifier=None)  # type: ignore[arg-type]
     seq = iter(range(100))

@@ -12,7 +12,7 @@ import pytest
 from conftest import cli, make_mini
 from textual.widgets import DataTable, TabbedContent
 
-from rsiframe.loader import load_run
+from rsiframe.archive.loader import load_run
 from rsiframe.report import status_of
 from rsiframe.viewer.app import ViewerApp
 from rsiframe.viewer.screens.candidate import CandidateScreen
@@ -310,7 +310,7 @@ def _plain(widget) -> str:
 def test_liveness_is_read_from_the_kernel_without_locking(run_dir: Path, tmp_path: Path) -> None:
     """A run held by a driver shows as running; the probe itself takes no lock (so a
     `resume` starting at that moment is never refused because of the viewer)."""
-    from rsiframe.runfolder import RunLock, RunPaths
+    from rsiframe.archive.runfolder import RunLock, RunPaths
     from rsiframe.viewer.source import is_driven
 
     run = tmp_path / "run"
@@ -333,7 +333,7 @@ def test_liveness_is_read_from_the_kernel_without_locking(run_dir: Path, tmp_pat
 
 
 def test_large_artifacts_are_paged_and_hash_checked(tmp_path: Path) -> None:
-    from rsiframe.archive import artifact_path, put_artifact
+    from rsiframe.archive.log import artifact_path, put_artifact
     from rsiframe.viewer.evidence import PAGE_BYTES, Pager
 
     data = b"".join(b"line %06d\n" % i for i in range(30_000))  # 330 kB

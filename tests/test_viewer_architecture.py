@@ -9,30 +9,30 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: what the viewer may use of the mechanism: reading, folding, reporting
 READ_SIDE = {
-    "rsiframe.archive",
+    "rsiframe.archive.log",
     "rsiframe.budget",
     "rsiframe.candidates",
     "rsiframe.util.digest",
     "rsiframe.errors",
     "rsiframe.gittree",
     "rsiframe.gridspec",
-    "rsiframe.loader",
+    "rsiframe.archive.loader",
     "rsiframe.schema",
     "rsiframe.models_schema",
     "rsiframe.executorspec",  # the recipe schema imports it (evaluator.executor)
     "rsiframe.api",
     "rsiframe.certs.records",
     "rsiframe.report",
-    "rsiframe.runfolder",
+    "rsiframe.archive.runfolder",
     "rsiframe.certs.signing",
-    "rsiframe.state",
-    "rsiframe.snapshot",
+    "rsiframe.archive.state",
+    "rsiframe.archive.snapshot",
 }
 #: what the read side may pull in below it (leaves); never the evaluator, builds,
 #: serving, the sandbox, the engine or operator loading
 BELOW_READ_SIDE = {
     "rsiframe.executorspec",  # the recipe schema's executor section (bottom layer)
-    "rsiframe.events",
+    "rsiframe.archive.events",
     "rsiframe.util.faults",
     "rsiframe.certs.keys",
     "rsiframe.util.reaper",  # candidates prunes exports with it (a folder removal, not run state)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rsiframe.archive.runfolder import RunPaths
 from rsiframe.errors import RunFolderError
 from rsiframe.gridspec import read_grid
-from rsiframe.runfolder import RunPaths
 
 
 def is_run(path: Path) -> bool:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rsiframe.archive import artifact_path
+from rsiframe.archive.log import artifact_path
+from rsiframe.archive.state import Candidate
 from rsiframe.candidates import CandidateRepo
 from rsiframe.errors import ArchiveCorrupt, RsiError
 from rsiframe.gittree import MODE_LINK, diff
-from rsiframe.state import Candidate
 from rsiframe.util.digest import sha256_bytes, sha256_file
 
 PAGE_BYTES = 64 * 1024

@@ -4,8 +4,8 @@
 past it, so a first screen can be painted after the first chunk and a live run costs
 one ``stat`` per poll plus its new lines. Each chunk is chain-checked from the last
 event already read and the newest event of the chunk must carry the run's signature
-(which covers every event before it, as in :func:`rsiframe.loader.load_run`). Scores come
-from :class:`rsiframe.state.RunState`, i.e. only from certificates that verify and bind.
+(which covers every event before it, as in :func:`rsiframe.archive.loader.load_run`). Scores come
+from :class:`rsiframe.archive.state.RunState`, i.e. only from certificates that verify and bind.
 
 A torn or half-written last line is left unread (and reported); nothing is repaired,
 locked or cached inside the run folder.
@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rsiframe.archive import GENESIS, Event, parse_line
+from rsiframe.archive.loader import open_verifier, require_signed
+from rsiframe.archive.log import GENESIS, Event, parse_line
+from rsiframe.archive.runfolder import RunPaths, is_live
+from rsiframe.archive.state import Candidate, RunState
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import ArchiveCorrupt
-from rsiframe.loader import open_verifier, require_signed
-from rsiframe.runfolder import RunPaths, is_live
 from rsiframe.schema import Budget
-from rsiframe.state import Candidate, RunState
 
 CHUNK_BYTES = 1 << 20
 FIRST_CHUNK = 256 << 10  # small, so that the first screen fills at once
@@ -136,7 +136,7 @@ def is_driven(paths: RunPaths, proc_locks: Path = Path("/proc/locks")) -> bool:
 
     On Linux the kernel lists every flock in /proc/locks by device and inode, so the
     viewer never competes with ``resume`` for the lock; elsewhere it falls back to
-    :func:`rsiframe.runfolder.is_live` (a brief shared-lock probe).
+    :func:`rsiframe.archive.runfolder.is_live` (a brief shared-lock probe).
     """
     try:
         st = os.stat(paths.lockfile)

@@ -15,8 +15,8 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-from rsiframe.archive import get_artifact, get_json
-from rsiframe.loader import load_run
+from rsiframe.archive.loader import load_run
+from rsiframe.archive.log import get_artifact, get_json
 from rsiframe.sandbox import Mount, make_sandbox
 from rsiframe.selftest import scenarios as _scenarios
 from rsiframe.selftest.experiment import ROOT_ATTACK, Experiment

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from rsiframe.state import Candidate
+from rsiframe.archive.state import Candidate
 from rsiframe.viewer import fmt
 from rsiframe.viewer.source import badge
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from rsiframe import state as state_mod
+from rsiframe.archive import state as state_mod
 from rsiframe.viewer import fmt
 
 SKIP = {"rewards", "errors", "trajectories"}

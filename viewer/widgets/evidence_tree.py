@@ -12,9 +12,9 @@ from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from rsiframe.archive import Event
+from rsiframe.archive.log import Event
+from rsiframe.archive.state import Candidate
 from rsiframe.errors import RsiError
-from rsiframe.state import Candidate
 from rsiframe.viewer.evidence import read_json
 
 

@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
-from rsiframe.archive import Event
+from rsiframe.archive.log import Event
 from rsiframe.errors import RsiError
 from rsiframe.viewer.evidence import Pager, read_json
 

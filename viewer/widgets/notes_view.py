@@ -12,9 +12,9 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.widgets import Static
 
-from rsiframe.archive import Event
+from rsiframe.archive.log import Event
+from rsiframe.archive.state import Candidate
 from rsiframe.errors import RsiError
-from rsiframe.state import Candidate
 from rsiframe.viewer.evidence import read_json, read_text
 
 

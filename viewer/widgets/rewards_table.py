@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from rsiframe.state import Candidate
+from rsiframe.archive.state import Candidate
 
 
 class RewardsTable(DataTable):

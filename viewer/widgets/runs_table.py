@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
+from rsiframe.archive.state import Candidate
 from rsiframe.gridspec import cell_of
-from rsiframe.state import Candidate
 from rsiframe.viewer import fmt
 from rsiframe.viewer.messages import RunChosen
 from rsiframe.viewer.source import RunSource

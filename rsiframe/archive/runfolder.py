@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rsiframe.archive import EVENTS, write_atomic
+from rsiframe.archive.log import EVENTS, write_atomic
 from rsiframe.certs.keys import protect
 from rsiframe.errors import RunFolderError
 from rsiframe.util.digest import canonical_json

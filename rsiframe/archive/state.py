@@ -13,8 +13,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rsiframe import events as E
-from rsiframe.archive import Event
+from rsiframe.archive import events as E
+from rsiframe.archive.log import Event
 from rsiframe.certs.records import CertifiedRecord, parse_statement
 from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.errors import ArchiveCorrupt

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rsiframe.archive import Event, check_chain, read_events
+from rsiframe.archive.log import Event, check_chain, read_events
+from rsiframe.archive.runfolder import RunPaths, is_live
+from rsiframe.archive.snapshot import load_snapshot
+from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import EVENT_TYPE, BadSignature, RecordVerifier
 from rsiframe.errors import ArchiveCorrupt, RunFolderError
-from rsiframe.runfolder import RunPaths, is_live
-from rsiframe.snapshot import load_snapshot
-from rsiframe.state import RunState
 
 
 def unsigned_events(events: list[Event], verifier: RecordVerifier, *, every: bool) -> list[str]:
@@ -71,7 +71,7 @@ def load_run(
     to have been tampered with).
 
     ``snapshot`` (resume only, never ``verify``) starts from the run's signed state
-    snapshot when it verifies and matches the archive (:mod:`rsiframe.snapshot`), and
+    snapshot when it verifies and matches the archive (:mod:`rsiframe.archive.snapshot`), and
     checks and folds only the events after it; ``events`` then begins at the
     snapshot's event. The hash chain before it is still checked (no line parsed, no
     certificate rechecked). A snapshot that does not match is ignored, with a note.

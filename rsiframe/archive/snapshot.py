@@ -1,6 +1,6 @@
 """A signed snapshot of the folded run state, so resume need not refold every event.
 
-``state.snapshot`` in the run folder holds the :class:`~rsiframe.state.RunState`
+``state.snapshot`` in the run folder holds the :class:`~rsiframe.archive.state.RunState`
 folded from events ``0..seq`` together with that event's chain hash and the byte
 range of its line in ``events.jsonl``. Its first line is a header naming the
 signature (by the run's key, over the rest of the file, under its own payload
@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 import pydantic_core
 from pydantic import BaseModel
 
-from rsiframe.archive import EVENTS, Event, parse_line, write_atomic
+from rsiframe.archive.log import EVENTS, Event, parse_line, write_atomic
+from rsiframe.archive.state import Attempt, Candidate, RunState
 from rsiframe.certs.records import CertifiedRecord, EvaluationPredicate
 from rsiframe.certs.signing import RecordVerifier, Signer
-from rsiframe.state import Attempt, Candidate, RunState
 from rsiframe.util.digest import canonical_json, sha256_bytes
 
 M = TypeVar("M", bound=BaseModel)
