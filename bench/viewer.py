@@ -33,10 +33,10 @@ from rsiframe import __version__
 from rsiframe import recipe as recipe_mod
 from rsiframe.archive.log import Archive
 from rsiframe.archive.runfolder import RunPaths
-from rsiframe.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.certs.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.certs.signing import EVENT_TYPE, Signer
-from rsiframe.gittree import Entry, Snapshot, blob_sha
+from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
+from rsiframe.repo.gittree import Entry, Snapshot, blob_sha
 from rsiframe.tasks.taskset import TaskLock
 from rsiframe.util.digest import sha256_json
 

@@ -7,7 +7,7 @@ chooses the partner (an admitted candidate that is neither an ancestor nor a des
 of the selected parent, best train score first) and says which side wins a conflict:
 ``prefer: better`` (the side with the higher train score), ``first`` or ``second``,
 overridden per file by ``files: {glob: side}``. The framework does the 3-way merge
-(:mod:`rsiframe.merge`). Hook (issue 13): with a model declared, conflicts will go to
+(:mod:`rsiframe.repo.merge`). Hook (issue 13): with a model declared, conflicts will go to
 the model; this operator's plan is the offline resolution.
 """
 

@@ -12,8 +12,8 @@ from rsiframe.evaluator import preflight_engine
 from rsiframe.executor import check as check_executor
 from rsiframe.executor import session_spec
 from rsiframe.executorspec import ExecutorSpec
-from rsiframe.gittree import Snapshot, snapshot
 from rsiframe.models_schema import ModelCheck, check_models
+from rsiframe.repo.gittree import Snapshot, snapshot
 from rsiframe.surface import Surface
 from rsiframe.tasks.taskset import TaskSet, make_split
 

@@ -31,7 +31,15 @@ from typing import Any, Literal
 
 from rsiframe.build import BuildRejected, Built, files_of
 from rsiframe.evaluator import LocalEngine, TaskRun, make_evaluator
-from rsiframe.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry, blob_sha, snapshot, tree_hash
+from rsiframe.repo.gittree import (
+    MODE_EXEC,
+    MODE_FILE,
+    MODE_LINK,
+    Entry,
+    blob_sha,
+    snapshot,
+    tree_hash,
+)
 from rsiframe.sandbox import kill_all
 from rsiframe.tasks.taskset import TaskSet, file_rows
 from rsiframe.util.digest import sha256_json

@@ -156,7 +156,7 @@ def fingerprint(c: Any, repo: Any) -> dict[str, Any]:
 
 def compare(source: Any, replay: Any) -> list[Difference]:
     """Differences between two loaded runs (``loader.LoadedRun``), run level first."""
-    from rsiframe.candidates import CandidateRepo
+    from rsiframe.repo.candidates import CandidateRepo
 
     out = []
     a, b = source.state, replay.state

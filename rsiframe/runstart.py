@@ -22,7 +22,6 @@ from rsiframe.archive.loader import load_run
 from rsiframe.archive.log import Archive
 from rsiframe.archive.runfolder import RunLock, RunPaths
 from rsiframe.archive.state import RunState
-from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
 from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
@@ -31,6 +30,7 @@ from rsiframe.modelrun import FOLDER as MODELS_FOLDER
 from rsiframe.modelrun import REPLAY_OF
 from rsiframe.overrides import folder_safe
 from rsiframe.preflight import plan
+from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
 from rsiframe.tasks.taskset import TaskLock, TaskSet
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from rsiframe.api import CandidateView, InformationFlowError, may_read
 from rsiframe.archive.log import get_artifact
 from rsiframe.archive.state import Candidate, RunState
-from rsiframe.candidates import CandidateRepo
+from rsiframe.repo.candidates import CandidateRepo
 
 Violation = dict[str, Any]
 

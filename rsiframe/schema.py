@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from rsiframe.api import SLOT_TABLE, SlotSpec
 from rsiframe.executorspec import ExecutorSpec
-from rsiframe.gittree import DEFAULT_IGNORE
 from rsiframe.models_schema import Models
+from rsiframe.repo.gittree import DEFAULT_IGNORE
 
 
 class _Strict(BaseModel):

@@ -43,7 +43,6 @@ from rsiframe.archive.loader import unsigned_events
 from rsiframe.archive.log import get_artifact, get_json, put_artifact, read_events
 from rsiframe.archive.runfolder import RunPaths
 from rsiframe.archive.state import Candidate, RunState, fold
-from rsiframe.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.drift import operator_drift, task_drift
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
@@ -55,6 +54,7 @@ from rsiframe.evaluator import (
     run_tasks,
 )
 from rsiframe.hostfacts import describe, differing
+from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.tasks.taskset import SPLITS, TaskLock, TaskSet, tasks_by_split
 from rsiframe.util.digest import sha256_json
 

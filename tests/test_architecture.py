@@ -127,7 +127,7 @@ def test_the_bottom_layer_reaches_only_leaves() -> None:
     allowed = {
         "rsiframe.api",
         "rsiframe.surface",
-        "rsiframe.gittree",
+        "rsiframe.repo.gittree",
         "rsiframe.util",
         "rsiframe.util.safefile",
         "rsiframe.util.digest",

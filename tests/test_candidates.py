@@ -1,4 +1,4 @@
-"""rsiframe.candidates: one commit per candidate in a bare repository, checked exports."""
+"""rsiframe.repo.candidates: one commit per candidate in a bare repository, checked exports."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-import rsiframe.candidates as candidates_mod
-from rsiframe.candidates import (
+import rsiframe.repo.candidates as candidates_mod
+from rsiframe.errors import RunFolderError
+from rsiframe.repo.candidates import (
     CANDIDATE_REFS,
     REJECTED_REFS,
     CandidateRepo,
     ExportMismatch,
     fresh_dir,
 )
-from rsiframe.errors import RunFolderError
-from rsiframe.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry, blob_sha, snapshot
+from rsiframe.repo.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry, blob_sha, snapshot
 from rsiframe.util import reaper
 
 

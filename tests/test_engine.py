@@ -10,9 +10,9 @@ import pytest
 from conftest import Mini, cli, events, make_mini, status_json
 
 from rsiframe.api import InformationFlowError
-from rsiframe.candidates import CandidateRepo
 from rsiframe.engine import Engine
 from rsiframe.errors import SandboxError
+from rsiframe.repo.candidates import CandidateRepo
 
 TERMINAL = {"admitted", "declined", "rejected", "abandoned"}
 

@@ -13,10 +13,8 @@ import pytest
 from conftest import Mini, cli, events, make_mini
 
 from rsiframe import recipe as recipe_mod
-from rsiframe.candidates import CandidateRepo
 from rsiframe.evaluator import LocalEngineConfig
 from rsiframe.executorspec import ExecutorSpec, with_address
-from rsiframe.gittree import snapshot
 from rsiframe.rayworker import (
     Job,
     PackMismatch,
@@ -27,6 +25,8 @@ from rsiframe.rayworker import (
     pack_tree,
     unpack,
 )
+from rsiframe.repo.candidates import CandidateRepo
+from rsiframe.repo.gittree import snapshot
 
 
 def _statements(run_dir: Path) -> list[dict]:

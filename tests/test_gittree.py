@@ -1,4 +1,4 @@
-"""rsiframe.gittree: pure-Python git trees, cross-checked against the real git binary."""
+"""rsiframe.repo.gittree: pure-Python git trees, cross-checked against the real git binary."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from rsiframe.gittree import (
+from rsiframe.repo.gittree import (
     MODE_EXEC,
     MODE_FILE,
     MODE_LINK,
@@ -231,7 +231,7 @@ def test_diff_of_real_snapshots(tmp_path: Path) -> None:
 
 
 def test_a_name_that_is_not_utf8_is_a_problem_not_a_crash(tmp_path: Path) -> None:
-    from rsiframe.gittree import snapshot
+    from rsiframe.repo.gittree import snapshot
 
     (tmp_path / "ok.txt").write_text("fine")
     with open(os.path.join(os.fsencode(tmp_path), b"bad-\xff.txt"), "w") as f:

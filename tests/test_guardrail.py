@@ -1,4 +1,4 @@
-"""rsiframe.guardrail: every change of a mutation is checked against its surface."""
+"""rsiframe.repo.guardrail: every change of a mutation is checked against its surface."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe.gittree import MODE_FILE, MODE_GITLINK, Entry, FlatTree, Snapshot, blob_sha, snapshot
-from rsiframe.guardrail import check, symlink_escapes
+from rsiframe.repo.gittree import (
+    MODE_FILE,
+    MODE_GITLINK,
+    Entry,
+    FlatTree,
+    Snapshot,
+    blob_sha,
+    snapshot,
+)
+from rsiframe.repo.guardrail import check, symlink_escapes
 from rsiframe.surface import Surface
 
 SURFACE = Surface(include=("agent/**", "config.yaml"), exclude=("agent/frozen/",))

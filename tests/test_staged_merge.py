@@ -11,10 +11,10 @@ import pytest
 from conftest import Mini, cli, events, make_mini, status_json
 
 from rsiframe.api import MergePlan
-from rsiframe.candidates import CandidateRepo
 from rsiframe.evaluation import Stages
-from rsiframe.gittree import snapshot
-from rsiframe.merge import merge_base, three_way
+from rsiframe.repo.candidates import CandidateRepo
+from rsiframe.repo.gittree import snapshot
+from rsiframe.repo.merge import merge_base, three_way
 from rsiframe.schema import StageSpec
 from rsiframe.surface import Surface
 

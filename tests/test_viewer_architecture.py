@@ -11,10 +11,10 @@ REPO = Path(__file__).resolve().parents[1]
 READ_SIDE = {
     "rsiframe.archive.log",
     "rsiframe.budget",
-    "rsiframe.candidates",
+    "rsiframe.repo.candidates",
     "rsiframe.util.digest",
     "rsiframe.errors",
-    "rsiframe.gittree",
+    "rsiframe.repo.gittree",
     "rsiframe.gridspec",
     "rsiframe.archive.loader",
     "rsiframe.schema",

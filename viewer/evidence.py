@@ -1,6 +1,6 @@
 """Evidence of one candidate, read on demand: diffs from repo.git and artifacts, paged.
 
-Everything here reads: git objects through :class:`rsiframe.candidates.CandidateRepo`
+Everything here reads: git objects through :class:`rsiframe.repo.candidates.CandidateRepo`
 (``git cat-file``, never a command that writes), artifacts by seeking into their
 content-addressed files. Large files are read one page at a time; the hash of an
 artifact is checked by streaming it, separately from showing it.
@@ -17,9 +17,9 @@ from typing import Any
 
 from rsiframe.archive.log import artifact_path
 from rsiframe.archive.state import Candidate
-from rsiframe.candidates import CandidateRepo
 from rsiframe.errors import ArchiveCorrupt, RsiError
-from rsiframe.gittree import MODE_LINK, diff
+from rsiframe.repo.candidates import CandidateRepo
+from rsiframe.repo.gittree import MODE_LINK, diff
 from rsiframe.util.digest import sha256_bytes, sha256_file
 
 PAGE_BYTES = 64 * 1024

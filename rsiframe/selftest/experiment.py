@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from rsiframe.archive.loader import LoadedRun
-from rsiframe.candidates import CandidateRepo
+from rsiframe.repo.candidates import CandidateRepo
 
 SPLIT = {"train": ["t1", "t4"], "gate": ["t2", "t5"], "sealed": ["t3", "t6"]}
 NEEDS = {f"t{i}": i for i in range(1, 7)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from rsiframe.gittree import MODE_GITLINK, MODE_LINK, Change, FlatTree, Snapshot, diff
+from rsiframe.repo.gittree import MODE_GITLINK, MODE_LINK, Change, FlatTree, Snapshot, diff
 from rsiframe.surface import Surface
 
 

@@ -1,7 +1,7 @@
 """The run's git repository: one commit per candidate, a ref per candidate, clean exports.
 
 A candidate's git parent is its parent candidate. Trees are written from
-:mod:`rsiframe.gittree` snapshots, so what is committed is exactly what the
+:mod:`rsiframe.repo.gittree` snapshots, so what is committed is exactly what the
 guardrail inspected; exports are checked against the commit's tree hash.
 """
 
@@ -23,7 +23,7 @@ import git
 
 from rsiframe.archive.log import write_atomic
 from rsiframe.errors import RunFolderError
-from rsiframe.gittree import (
+from rsiframe.repo.gittree import (
     MODE_EXEC,
     MODE_GITLINK,
     MODE_LINK,

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rsiframe.api import MergePlan
-from rsiframe.candidates import CandidateRepo
-from rsiframe.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry
+from rsiframe.repo.candidates import CandidateRepo
+from rsiframe.repo.gittree import MODE_EXEC, MODE_FILE, MODE_LINK, Entry
 from rsiframe.surface import Surface, glob_matches
 
 _REGULAR = (MODE_FILE, MODE_EXEC)
