@@ -24,7 +24,7 @@ from pathlib import Path
 from rsiframe.errors import RsiError
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, run_tasks
 from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
-from rsiframe.sandbox import Mount, make_sandbox
+from rsiframe.sandbox.bwrap import Mount, make_sandbox
 from rsiframe.tasks.taskset import TaskSet
 
 REPO = Path(__file__).resolve().parents[1]

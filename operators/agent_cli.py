@@ -37,9 +37,9 @@ from pydantic import Field, model_validator
 
 from rsiframe import llm
 from rsiframe.api import MutateContext, MutateOperator, Mutation, SandboxUse
-from rsiframe.mounts import WORK_INSIDE
 from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mutation_context
-from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
+from rsiframe.sandbox.bwrap import Mount, SandboxOptions, make_sandbox
+from rsiframe.sandbox.mounts import WORK_INSIDE
 from rsiframe.shell import failure, tail
 
 #: where the transcript folder is seen inside the sandbox

@@ -49,7 +49,7 @@ from rsiframe import __version__
 from rsiframe.certs.keys import key_dir
 from rsiframe.contamination import AuditResult, ContaminationConfig, build_texts
 from rsiframe.hostfacts import host_facts, kernel_env
-from rsiframe.sandbox import Mount, ProcResult, Sandbox
+from rsiframe.sandbox.bwrap import Mount, ProcResult, Sandbox
 from rsiframe.serving import ModelRefused, check_model_dir
 from rsiframe.util import faults
 from rsiframe.util.digest import sha256_bytes, sha256_file, sha256_json

@@ -60,7 +60,7 @@ class DoctorReport(BaseModel):
 
 
 def check_bwrap() -> tuple[bool, str]:
-    from rsiframe.sandbox import BwrapSandbox, privilege_check
+    from rsiframe.sandbox.bwrap import BwrapSandbox, privilege_check
 
     binary = shutil.which("bwrap")
     if not binary:
@@ -73,7 +73,7 @@ def check_bwrap() -> tuple[bool, str]:
 
 
 def check_docker() -> tuple[bool, str]:
-    from rsiframe.docker_sandbox import IMAGE
+    from rsiframe.sandbox.docker import IMAGE
 
     try:
         import docker

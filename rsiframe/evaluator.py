@@ -7,7 +7,7 @@ never sees the tests. When the agent and every process it started are gone, the
 verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, the
 candidate read-only at ``/candidate`` (so a verifier can measure the candidate itself
 rather than trust what its agent reports), a freshly created ``/logs/verifier`` and its
-own copy of ``/app`` (:mod:`rsiframe.appcopy`: links that leave ``/app`` and special
+own copy of ``/app`` (:mod:`rsiframe.sandbox.appcopy`: links that leave ``/app`` and special
 files dropped and named in the trajectory, hard links broken), so nothing the agent
 wrote or linked can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
@@ -43,19 +43,13 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rsiframe import (
-    __version__,
-    appcopy,
-    appdiff,
-    docker_sandbox,
-    harbor_engine,
-    serving,
-    taskimage,
-)
+from rsiframe import __version__, appdiff, harbor_engine, serving
 from rsiframe.build import BuildConfig, Builder, BuildRejected, Built
 from rsiframe.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.errors import LockMismatch
-from rsiframe.sandbox import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
+from rsiframe.sandbox import appcopy, taskimage
+from rsiframe.sandbox import docker as docker_sandbox
+from rsiframe.sandbox.bwrap import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
 from rsiframe.serving import ModelRefused, ModelServer
 from rsiframe.tasks.taskset import Task, TaskSet
 from rsiframe.util import faults
@@ -152,7 +146,9 @@ Put = Callable[[bytes], str]
 
 
 def _code_digest() -> str:
-    from rsiframe import build, cgroups, contamination, sandbox, serving
+    from rsiframe import build, contamination, serving
+    from rsiframe.sandbox import bwrap as sandbox
+    from rsiframe.sandbox import cgroups
 
     modules = (sandbox, cgroups, build, contamination, serving, taskimage)
     sources = [Path(__file__).read_bytes(), *(Path(m.__file__).read_bytes() for m in modules)]

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rsiframe import __version__, harborenv
 from rsiframe.certs.keys import key_dir
 from rsiframe.errors import EngineUnavailable, TaskSetError
-from rsiframe.sandbox import host_secrets
+from rsiframe.sandbox.bwrap import host_secrets
 from rsiframe.tasks.taskset import Task, TaskSet
 from rsiframe.util.digest import sha256_bytes, sha256_json
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rsiframe.sandbox import kill_all
+from rsiframe.sandbox.bwrap import kill_all
 
 Closure = Callable[[], None]
 #: while the writer waits, events older than this are synced (nothing acts on them)

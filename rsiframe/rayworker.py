@@ -40,7 +40,7 @@ from rsiframe.repo.gittree import (
     snapshot,
     tree_hash,
 )
-from rsiframe.sandbox import kill_all
+from rsiframe.sandbox.bwrap import kill_all
 from rsiframe.tasks.taskset import TaskSet, file_rows
 from rsiframe.util.digest import sha256_json
 

@@ -1022,7 +1022,7 @@ class OpenEndpoint:
     def harness(self, sb: Any, argv: list[str]) -> tuple[list[str], list[Any], dict[str, str]]:
         """``argv`` wrapped in the in-sandbox forwarder, the mounts it needs (the
         endpoint's folder only, and this script) and the model name for the harness."""
-        from rsiframe.sandbox import Mount
+        from rsiframe.sandbox.bwrap import Mount
 
         m_ep = Mount(self.folder, "/rsi/endpoint")
         m_fwd = Mount(SCRIPT, "/rsi/serving.py")
@@ -1079,7 +1079,7 @@ class ModelServer:
         self.backend_used: str | None = None
 
     def _mounts(self) -> tuple[Any, Any, Any]:
-        from rsiframe.sandbox import Mount
+        from rsiframe.sandbox.bwrap import Mount
 
         assert self.dir is not None
         return (
@@ -1098,7 +1098,7 @@ class ModelServer:
         if self.backend == "auto":  # decided here: GPU devices are not visible in bwrap
             self.backend = "vllm" if vllm_usable() else "transformers"
         if self.backend == "vllm" and self.sandbox.kind == "bwrap":
-            from rsiframe.sandbox import ProcessSandbox
+            from rsiframe.sandbox.bwrap import ProcessSandbox
 
             # bubblewrap's fresh /dev hides the GPU: vLLM runs as a plain process group
             self.sandbox = ProcessSandbox()
@@ -1260,7 +1260,7 @@ class ModelServer:
         return dict(reply["usage"])
 
     def _kill(self) -> None:
-        from rsiframe.sandbox import kill_group
+        from rsiframe.sandbox.bwrap import kill_group
 
         if self._proc is not None:
             kill_group(self._proc)

@@ -3,7 +3,7 @@
 Sandbox policy, not an operator: the built-in ``script`` and ``validate`` operators call it,
 and so may a user's own operator (``from rsiframe.shell import run_command``).
 
-The command runs in a :mod:`rsiframe.sandbox`: bubblewrap by default, where it
+The command runs in a :mod:`rsiframe.sandbox.bwrap`: bubblewrap by default, where it
 sees the system folders, the Python installation, the work folder (writable,
 at ``/rsi/work``) and its input files (read-only, at ``/rsi/in``) and nothing
 else: not the run folder, the signing key, other candidates, the evaluator,
@@ -24,8 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rsiframe.api import SandboxUse
-from rsiframe.mounts import INPUTS_INSIDE, WORK_INSIDE
-from rsiframe.sandbox import Mount, NetworkSpec, ProcResult, SandboxOptions, make_sandbox
+from rsiframe.sandbox.bwrap import Mount, NetworkSpec, ProcResult, SandboxOptions, make_sandbox
+from rsiframe.sandbox.mounts import INPUTS_INSIDE, WORK_INSIDE
 
 
 def argv_of(command: str | list[str]) -> list[str]:

@@ -5,7 +5,7 @@ is a ``.py`` file relative to the candidate tree (e.g.
 ``candidate:ops/mutate.py:MyMutator``). For each call the code comes from the
 committed tree of the candidate the call is about (the parent of the child
 being made), exported and checked against its tree hash, and runs in the
-sandbox of :mod:`rsiframe.sandbox` (bubblewrap unless ``sandbox: auto`` or
+sandbox of :mod:`rsiframe.sandbox.bwrap` (bubblewrap unless ``sandbox: auto`` or
 ``process``) with ``python -S -m rsiframe.oprunner``: it sees the Python
 installation, staged copies of ``rsiframe/api.py``, ``surface.py`` and the runner, its own
 tree (read-only), the request and, for ``mutate``, the work folder. Framework
@@ -40,9 +40,9 @@ from pydantic import Field, ValidationError
 from rsiframe import api, oprunner, surface
 from rsiframe.api import READS, SLOT_BASES, Operator, Result, SandboxUse, may_read
 from rsiframe.errors import OperatorNotFound
-from rsiframe.mounts import INPUTS_INSIDE, LIB_INSIDE, WORK_INSIDE
 from rsiframe.oprunner import RESULTS, SCHEMA_VERSION, CandidateInfo, Request, Response
-from rsiframe.sandbox import Mount, SandboxOptions, make_sandbox
+from rsiframe.sandbox.bwrap import Mount, SandboxOptions, make_sandbox
+from rsiframe.sandbox.mounts import INPUTS_INSIDE, LIB_INSIDE, WORK_INSIDE
 from rsiframe.util.validation import clean
 
 PREFIX = "candidate:"

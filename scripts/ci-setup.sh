@@ -79,7 +79,7 @@ task_images() {
     "$BIN/python" - <<'PY'
 from pathlib import Path
 
-from rsiframe.taskimage import preflight
+from rsiframe.sandbox.taskimage import preflight
 
 root = Path("tasks/terminal")
 preflight({p.name: p for p in sorted(root.iterdir()) if (p / "task.toml").is_file()})

@@ -180,7 +180,7 @@ def events(run_dir: Path) -> list[dict]:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """CI sets RSIFRAME_REQUIRE_BWRAP so sandbox tests cannot silently skip there."""
     if os.environ.get("RSIFRAME_REQUIRE_BWRAP"):
-        from rsiframe.sandbox import bwrap_works
+        from rsiframe.sandbox.bwrap import bwrap_works
 
         if not bwrap_works():
             raise pytest.UsageError("RSIFRAME_REQUIRE_BWRAP is set but bubblewrap does not work")

@@ -265,7 +265,7 @@ def tiny_model(tmp_root: Path) -> Path:
     """A really trained tiny model folder, built once per test process (the seed's build)."""
     if "dir" not in _MODEL:
         from rsiframe.build import BuildConfig, Builder
-        from rsiframe.sandbox import make_sandbox
+        from rsiframe.sandbox.bwrap import make_sandbox
 
         (tmp_root / "work").mkdir(parents=True, exist_ok=True)
         seed = write_seed(tmp_root / "seed")

@@ -15,7 +15,7 @@ from rsiframe.api import CandidateView, MutateContext, Rollout
 from rsiframe.gateway import Gateway, Ledger
 from rsiframe.models_schema import ModelSpec
 from rsiframe.operators.agent_cli import AgentCli, AgentCliConfig, find_cli
-from rsiframe.sandbox import bwrap_works
+from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, ToolCall
 
 pytestmark = [

@@ -1,4 +1,4 @@
-"""rsiframe.appcopy: the verifier's copy of /app keeps what stays inside and drops links out."""
+"""rsiframe.sandbox.appcopy: the verifier's copy of /app keeps what stays inside and drops links out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe.appcopy import AppTooLarge, freeze, resolves_inside
+from rsiframe.sandbox.appcopy import AppTooLarge, freeze, resolves_inside
 
 
 def test_links_out_of_app_are_dropped_and_named(tmp_path: Path) -> None:

@@ -114,7 +114,7 @@ def test_leaves_stay_leaves() -> None:
         "rsiframe.util.faults",
         "rsiframe.certs.keys",
         "rsiframe.util.safefile",
-        "rsiframe.cgroups",
+        "rsiframe.sandbox.cgroups",
     }
     for p in modules():
         if p.name in leaves and p.parent.name == "rsiframe":
@@ -148,9 +148,9 @@ def test_oprunner_reaches_only_the_staged_files() -> None:
 def test_operators_use_only_the_public_api() -> None:
     allowed = {
         "rsiframe.api",
-        "rsiframe.sandbox",
+        "rsiframe.sandbox.bwrap",
         "rsiframe.shell",
-        "rsiframe.mounts",
+        "rsiframe.sandbox.mounts",
         "rsiframe.yamlsafe",
         "rsiframe",  # from rsiframe import llm
         "rsiframe.llm",  # the gateway client: how operators call models

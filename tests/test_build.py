@@ -17,7 +17,7 @@ from dth import BUILD, recipe, write_seed, write_tasks
 
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.hostfacts import FACTS
-from rsiframe.sandbox import make_sandbox
+from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.util.digest import sha256_file, sha256_json
 
 
@@ -148,7 +148,7 @@ def test_the_cache_key_holds_the_isolation_and_the_host_facts(tmp_path: Path) ->
     """A dataset built unconfined (process) is not reused by a bubblewrap build with the
     same cache; the build record names the isolation and the host facts."""
     from rsiframe.hostfacts import FACTS
-    from rsiframe.sandbox import ProcessSandbox
+    from rsiframe.sandbox.bwrap import ProcessSandbox
 
     if make_sandbox("auto").kind != "bwrap":
         pytest.skip("platform limit: bubblewrap is not usable here, so no second isolation level")

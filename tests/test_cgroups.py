@@ -1,4 +1,4 @@
-"""rsiframe.cgroups: the pids and memory cgroups of one sandboxed run, made and removed for
+"""rsiframe.sandbox.cgroups: the pids and memory cgroups of one sandboxed run, made and removed for
 real (cgroup v1, as root); the fallback without them is named, or an error in CI."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe import cgroups
 from rsiframe.errors import SandboxError
-from rsiframe.sandbox import Limits, Mount, ProcessSandbox
+from rsiframe.sandbox import cgroups
+from rsiframe.sandbox.bwrap import Limits, Mount, ProcessSandbox
 
 
 def _root(controller: str) -> Path:

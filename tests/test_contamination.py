@@ -16,7 +16,7 @@ from rsiframe.contamination import (
     protected_items,
     training_texts,
 )
-from rsiframe.sandbox import make_sandbox
+from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.tasks.taskset import TaskSet
 
 LONG = "thequickbrownfoxjumps"  # 21 characters: audited by 13-grams

@@ -10,7 +10,7 @@ import pytest
 
 from rsiframe.certs.keys import key_dir
 from rsiframe.errors import EngineUnavailable
-from rsiframe.sandbox import Mount, make_sandbox
+from rsiframe.sandbox.bwrap import Mount, make_sandbox
 
 
 def _docker():
@@ -93,7 +93,7 @@ def test_memory_and_output_limits(docker_sb, tmp_path: Path) -> None:
 
 
 def test_a_runs_limits_hold_in_a_container_and_a_breach_is_named(docker_sb, tmp_path: Path) -> None:
-    from rsiframe.sandbox import Limits
+    from rsiframe.sandbox.bwrap import Limits
 
     # the task's pid limit, not a fixed one; reaching it ends the run and says so
     forks = "for i in $(seq 40); do sleep 20 & done; wait"

@@ -15,7 +15,7 @@ from rsiframe.gateway import Gateway, Ledger
 from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
 from rsiframe.models_schema import ModelSpec
 from rsiframe.preflight import evaluator_model
-from rsiframe.sandbox import bwrap_works
+from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 from rsiframe.tasks.taskset import load_task
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe import cgroups
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
-from rsiframe.sandbox import ProcessSandbox, bwrap_works
+from rsiframe.sandbox import cgroups
+from rsiframe.sandbox.bwrap import ProcessSandbox, bwrap_works
 from rsiframe.tasks.taskset import Task, load_task
 from rsiframe.util import reaper
 from rsiframe.util.digest import sha256_bytes

@@ -17,7 +17,7 @@ import pytest
 from rsiframe import llm
 from rsiframe.gateway import Gateway, Ledger, Limits
 from rsiframe.models_schema import ModelSpec
-from rsiframe.sandbox import Mount, bwrap_works, make_sandbox
+from rsiframe.sandbox.bwrap import Mount, bwrap_works, make_sandbox
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, count_tokens
 
 KEY = "sk-provider-SECRET-0123456789"

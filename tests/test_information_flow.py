@@ -10,7 +10,7 @@ from conftest import Mini, cli, events, make_mini, status_json
 from rsiframe.api import GATE_DETAIL, INFORMATION, READS, SLOTS, InformationFlowError, may_read
 from rsiframe.archive.loader import load_run
 from rsiframe.engine import Engine
-from rsiframe.sandbox import bwrap_works
+from rsiframe.sandbox.bwrap import bwrap_works
 
 
 def test_the_table_declares_every_slot_and_never_sealed() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, events, status_json
 
-from rsiframe.sandbox import make_sandbox
+from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.serving import SCRIPT, ModelServer
 
 pytestmark = pytest.mark.e2e

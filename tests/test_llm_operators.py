@@ -22,7 +22,7 @@ from rsiframe.operators.agent_cli import AgentCli, AgentCliConfig, render_comman
 from rsiframe.operators.llm_edit import EditRejected, LlmEdit, LlmEditConfig
 from rsiframe.operators.llm_evidence import LlmEvidence, LlmEvidenceConfig
 from rsiframe.operators.llm_lessons import LlmLessons, LlmLessonsConfig
-from rsiframe.sandbox import bwrap_works
+from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 
 PARENT = CandidateView("c0", None, 0, "admitted", "abc", "def", "seed")

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from conftest import cli, cli_proc, events, make_mini, status_json
 
-from rsiframe.sandbox import bwrap_works
+from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 
 KEY = "sk-provider-secret-0123456789"

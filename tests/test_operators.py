@@ -54,7 +54,7 @@ from rsiframe.operators.select import (
     Uniform,
 )
 from rsiframe.operators.validate import Command, CommandConfig
-from rsiframe.sandbox import bwrap_works
+from rsiframe.sandbox.bwrap import bwrap_works
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -670,7 +670,7 @@ def test_script_limits_kill_cleanly(tmp_path: Path) -> None:
 def test_fallback_only_when_the_recipe_allows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rsiframe.sandbox as sandbox_mod
+    import rsiframe.sandbox.bwrap as sandbox_mod
 
     monkeypatch.setattr(sandbox_mod, "bwrap_works", lambda: False)
     with pytest.raises(SandboxError, match="bubblewrap was requested"):

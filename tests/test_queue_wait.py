@@ -28,7 +28,7 @@ import yaml
 from dth import BUILD, tiny_model, write_seed, write_tasks
 
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig
-from rsiframe.sandbox import make_sandbox
+from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.serving import QUEUE_HEARTBEAT_S, ModelServer, OpenEndpoint
 from rsiframe.tasks.taskset import TaskSet
 

@@ -208,7 +208,7 @@ def test_resume_refuses_an_edited_task(mini: Mini) -> None:
 
 
 def test_resume_refuses_a_changed_evaluator(mini: Mini, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rsiframe import sandbox
+    from rsiframe.sandbox import bwrap as sandbox
 
     out = killed_midway(mini)
     monkeypatch.setattr(sandbox, "bwrap_works", lambda: False)

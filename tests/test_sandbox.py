@@ -1,4 +1,4 @@
-"""rsiframe.sandbox: bubblewrap confinement and the plain process fallback, run for real."""
+"""rsiframe.sandbox.bwrap: bubblewrap confinement and the plain process fallback, run for real."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe import sandbox
 from rsiframe.certs import signing
 from rsiframe.errors import SandboxError
-from rsiframe.sandbox import (
+from rsiframe.sandbox import bwrap as sandbox
+from rsiframe.sandbox.bwrap import (
     BwrapSandbox,
     Mount,
     ProcessSandbox,
@@ -367,7 +367,7 @@ def test_make_sandbox_auto_picks_bwrap_here() -> None:
 
 
 def test_auto_falls_back_to_process_without_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rsiframe.sandbox as sandbox_mod
+    import rsiframe.sandbox.bwrap as sandbox_mod
 
     monkeypatch.setattr(sandbox_mod, "bwrap_works", lambda: False)
     assert isinstance(sandbox_mod.make_sandbox("auto"), ProcessSandbox)
@@ -431,7 +431,7 @@ def test_the_rlimits_inside_are_the_ones_asked_for(
     under bubblewrap (a user namespace of its own)."""
     if kind == "bwrap" and not HAVE_BWRAP:
         pytest.skip("platform limit: bubblewrap does not work here")
-    from rsiframe import cgroups
+    from rsiframe.sandbox import cgroups
 
     monkeypatch.setattr(cgroups, "_roots", {"pids": "none (test)", "memory": "none (test)"})
     monkeypatch.delenv("RSIFRAME_REQUIRE_BWRAP", raising=False)
@@ -460,7 +460,7 @@ def test_the_rlimits_inside_are_the_ones_asked_for(
 
 
 def _need_pids_cgroup() -> None:
-    from rsiframe import cgroups
+    from rsiframe.sandbox import cgroups
 
     if isinstance(cgroups.root("pids"), str):
         if cgroups.required():  # CI: a missing cgroup must not turn into a skip

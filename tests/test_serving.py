@@ -22,7 +22,7 @@ import pytest
 from dth import tiny_model
 
 from rsiframe.evaluator import serving_file
-from rsiframe.sandbox import Mount, make_sandbox
+from rsiframe.sandbox.bwrap import Mount, make_sandbox
 from rsiframe.serving import (
     ModelRefused,
     ModelServer,

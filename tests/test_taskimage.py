@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rsiframe.errors import EngineUnavailable, TaskSetError
-from rsiframe.sandbox import Mount, make_sandbox
-from rsiframe.taskimage import TaskImages, packages
+from rsiframe.sandbox.bwrap import Mount, make_sandbox
+from rsiframe.sandbox.taskimage import TaskImages, packages
 
 BASE = "rsiframe-base:bookworm"
 REPO = Path(__file__).resolve().parents[1]

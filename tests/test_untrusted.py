@@ -25,7 +25,7 @@ from rsiframe.api import (
 from rsiframe.errors import RecipeError, SandboxError
 from rsiframe.recipe import load as load_recipe
 from rsiframe.registry import resolve
-from rsiframe.sandbox import bwrap_works
+from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.untrusted import UntrustedConfig, UntrustedOperator, UntrustedOperatorError
 
 pytestmark = pytest.mark.skipif(
@@ -430,7 +430,7 @@ def test_a_bad_result_rejects_the_child_and_the_run_goes_on(tmp_path: Path) -> N
 
 
 def test_process_fallback_only_with_auto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rsiframe.sandbox as sandbox_mod
+    import rsiframe.sandbox.bwrap as sandbox_mod
 
     monkeypatch.setattr(sandbox_mod, "bwrap_works", lambda: False)
     src = source(tmp_path, BUMP)

@@ -78,7 +78,7 @@ def test_the_viewer_reaches_only_the_read_side_transitively() -> None:
         "rsiframe.evaluator",
         "rsiframe.build",
         "rsiframe.serving",
-        "rsiframe.sandbox",
+        "rsiframe.sandbox.bwrap",
         "rsiframe.recipe",
         "rsiframe.engine",
     }

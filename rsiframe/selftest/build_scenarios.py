@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from rsiframe.build import BuildConfig, Builder, BuildRejected
 from rsiframe.contamination import ContaminationConfig, Item, audit
-from rsiframe.sandbox import ProcessSandbox, make_sandbox
+from rsiframe.sandbox.bwrap import ProcessSandbox, make_sandbox
 from rsiframe.util.digest import sha256_file, sha256_json
 
 if TYPE_CHECKING:

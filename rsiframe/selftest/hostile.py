@@ -17,7 +17,7 @@ from typing import Any
 
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.log import get_artifact, get_json
-from rsiframe.sandbox import Mount, make_sandbox
+from rsiframe.sandbox.bwrap import Mount, make_sandbox
 from rsiframe.selftest import scenarios as _scenarios
 from rsiframe.selftest.experiment import ROOT_ATTACK, Experiment
 from rsiframe.selftest.scenarios import KILLED, Trial, _attack, _one_line, _ran, sound

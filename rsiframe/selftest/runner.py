@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from rsiframe.errors import RsiError
-from rsiframe.sandbox import make_sandbox
+from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.selftest.scenarios import SCENARIOS, Trial
 from rsiframe.util import faults
 

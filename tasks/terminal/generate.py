@@ -44,7 +44,7 @@ COPY . /app
 """
 
 #: Debian packages a task's image adds (its Dockerfile only adds packages, so the docker
-#: sandbox builds it offline FROM rsiframe-base:bookworm; see rsiframe/taskimage.py).
+#: sandbox builds it offline FROM rsiframe-base:bookworm; see rsiframe/sandbox/taskimage.py).
 #: The bwrap and process sandboxes use the host's own tools: keep these installed there.
 PACKAGES = {"json-extract": ["jq"], "csv-sum": ["bc"]}
 

@@ -1,4 +1,4 @@
-"""``sandbox: docker``: the :class:`~rsiframe.sandbox.Sandbox` interface over the docker SDK.
+"""``sandbox: docker``: the :class:`~rsiframe.sandbox.bwrap.Sandbox` interface over the docker SDK.
 
 Each command is one container of the local base image (``rsiframe-base:bookworm``, built
 offline from a debootstrap rootfs by ``scripts/ci-setup.sh docker``; nothing is pulled),
@@ -10,7 +10,7 @@ with the guarantees of the bubblewrap sandbox:
   covered wherever a mount would show them, so the key folder is never visible;
 - no network unless asked (``network_mode: none``); all capabilities dropped,
   ``no-new-privileges``, a pid limit;
-- a run's :class:`~rsiframe.sandbox.Limits` as under bubblewrap: ``memory_mb`` the
+- a run's :class:`~rsiframe.sandbox.bwrap.Limits` as under bubblewrap: ``memory_mb`` the
   container's memory, ``pids`` its pid limit (read back from its pids cgroup, so reaching
   it is named), ``tmp_mb`` the size of ``/tmp``, ``file_mb`` ``RLIMIT_FSIZE``, ``watch``
   the writable folders' sizes; a broken limit, the time limit and the hard output cap
@@ -33,7 +33,7 @@ from typing import Any
 
 from rsiframe.certs.keys import key_dir
 from rsiframe.errors import EngineUnavailable, SandboxError
-from rsiframe.sandbox import (
+from rsiframe.sandbox.bwrap import (
     DEFAULT_OUTPUT_LIMIT,
     Limits,
     Mount,

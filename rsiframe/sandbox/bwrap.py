@@ -44,8 +44,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rsiframe.certs.keys import key_dir, protected_folders
-from rsiframe.cgroups import RunCgroups
 from rsiframe.errors import SandboxError
+from rsiframe.sandbox.cgroups import RunCgroups
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
 #: the uid and gid a bubblewrap sandbox runs as inside its user namespace, unless
@@ -158,12 +158,12 @@ class Limits:
     """Resource limits of one sandboxed run, beyond time and output.
 
     ``memory_mb`` is the memory of all the run's processes together (a memory cgroup,
-    :mod:`rsiframe.cgroups`; where none can be made, the address space of each process,
+    :mod:`rsiframe.sandbox.cgroups`; where none can be made, the address space of each process,
     ``RLIMIT_AS``); ``pids`` the processes of the whole run (a pids cgroup, else
     ``RLIMIT_NPROC``, which binds only inside bubblewrap's user namespace and only when
     rsiframe does not run as root: then nothing holds it, and the fallback says so). A limit left
     to an rlimit is named in :attr:`ProcResult.fallbacks` (an error where
-    :func:`rsiframe.cgroups.required`);
+    :func:`rsiframe.sandbox.cgroups.required`);
     ``tmp_mb`` the size of bubblewrap's private ``/tmp`` (writes past it fail with
     ENOSPC); ``file_mb`` the size of any one file written (``RLIMIT_FSIZE``); ``watch``
     folders whose total size, past the given bytes, ends the run. A run ended by a limit
@@ -818,7 +818,7 @@ class SandboxOptions(BaseModel):
 #: sandboxes implemented outside this module, by kind; the module named in ``_MODULES``
 #: registers its kind when first asked for (the docker SDK loads only then)
 _KINDS: dict[str, Callable[[], Sandbox]] = {}
-_MODULES = {"docker": "rsiframe.docker_sandbox"}
+_MODULES = {"docker": "rsiframe.sandbox.docker"}
 
 
 def register(kind: str, factory: Callable[[], Sandbox]) -> None:

@@ -1,6 +1,6 @@
 """The cgroups of one sandboxed run: a pids and a memory cgroup (cgroup v1) per run.
 
-:class:`RunCgroups` makes, for one :meth:`rsiframe.sandbox.Sandbox.run`, a cgroup in
+:class:`RunCgroups` makes, for one :meth:`rsiframe.sandbox.bwrap.Sandbox.run`, a cgroup in
 each hierarchy a limit needs (``pids``: processes at once; ``memory``: the memory of all
 its processes together), under ``<the cgroup rsiframe is in>/rsiframe/`` of that
 hierarchy. The command joins them before anything else starts; the kernel then counts a
@@ -177,7 +177,7 @@ class RunCgroups:
 
     def joins(self) -> list[Path]:
         """The ``cgroup.procs`` files a command writes itself into, before anything else
-        runs, to join the run's cgroups (:func:`rsiframe.sandbox.limits_step`)."""
+        runs, to join the run's cgroups (:func:`rsiframe.sandbox.bwrap.limits_step`)."""
         return [p / "cgroup.procs" for p in self.made.values()]
 
     def breach(self) -> str | None:

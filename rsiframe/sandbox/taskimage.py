@@ -208,7 +208,7 @@ class TaskImages:
 def preflight(task_paths: dict[str, Path]) -> None:
     """Before a run folder: the engine is up, every Dockerfile only adds packages (one line,
     exit 2, otherwise), and each task's image is built (cached by tag)."""
-    from rsiframe.docker_sandbox import DockerSandbox
+    from rsiframe.sandbox.docker import DockerSandbox
 
     images = TaskImages(DockerSandbox.connect())
     for task_id in sorted(task_paths):
