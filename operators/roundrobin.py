@@ -106,7 +106,7 @@ class RoundRobinConfig(BaseModel):
     @model_validator(mode="after")
     def _inner_exists(self) -> RoundRobinConfig:
         """The wrapped operator and its config are checked with the recipe, not at mutate."""
-        from rsiframe.registry import resolve
+        from rsiframe.slots.registry import resolve
 
         if self.operator == "round_robin":
             raise ValueError("round_robin cannot wrap itself")
@@ -144,7 +144,7 @@ class RoundRobin(MutateOperator):
 
     def __init__(self, config: BaseModel) -> None:
         super().__init__(config)
-        from rsiframe.registry import resolve
+        from rsiframe.slots.registry import resolve
 
         cfg: RoundRobinConfig = self.config  # type: ignore[assignment]
         inner = resolve("mutate", cfg.operator)

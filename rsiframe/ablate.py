@@ -22,7 +22,7 @@ from rsiframe import recipe as recipe_mod
 from rsiframe.api import SLOTS
 from rsiframe.errors import RecipeError, RunFolderError
 from rsiframe.gridspec import GRID_FILE, GridSpec, cell_dir
-from rsiframe.registry import resolve
+from rsiframe.slots.registry import resolve
 
 
 @dataclass(frozen=True)

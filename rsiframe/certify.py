@@ -25,7 +25,7 @@ class Binding:
     evaluator_fingerprint: str
     taskset_fingerprint: str
     isolation: str
-    #: the evaluator's and the gate's code identity, as locked (rsiframe.opidentity)
+    #: the evaluator's and the gate's code identity, as locked (rsiframe.slots.identity)
     code: dict[str, Any] | None = None
     #: the engine's own part of each record (harbor: engine, Harbor version, environment)
     evaluator: dict[str, Any] | None = None

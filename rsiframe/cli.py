@@ -776,7 +776,7 @@ def operators() -> None:
 def operators_list(as_json: bool) -> None:
     """Every operator registered under the rsiframe.operators entry point group."""
     from rsiframe.api import SLOTS
-    from rsiframe.registry import installed, resolve
+    from rsiframe.slots.registry import installed, resolve
 
     rows = []
     for (slot, name), info in sorted(
@@ -802,7 +802,7 @@ def operators_list(as_json: bool) -> None:
 @friendly
 def operators_describe(name: str, as_json: bool) -> None:
     """Config fields of operator NAME (or SLOT.NAME): type, default, description."""
-    from rsiframe.registry import describe
+    from rsiframe.slots.registry import describe
 
     info, cls = describe(name)
     fields = []

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from rsiframe import opidentity
 from rsiframe.archive.runfolder import RunPaths
 from rsiframe.errors import RsiError
+from rsiframe.slots import identity as opidentity
 from rsiframe.tasks.taskset import TaskLock
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rsiframe import health, opidentity
+from rsiframe import health
 from rsiframe.archive import events as E
 from rsiframe.archive.log import Event
 from rsiframe.archive.snapshot import save_snapshot
@@ -30,16 +30,17 @@ from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.inflight import Closure, Inflight
 from rsiframe.modelrun import RunModels, budget_refusal
-from rsiframe.opcall import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
-from rsiframe.runview import StateView
 from rsiframe.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
+from rsiframe.slots import identity as opidentity
+from rsiframe.slots.calls import OperatorCalls, OperatorFailed, Progress, Timings
+from rsiframe.slots.runview import StateView
+from rsiframe.slots.untrusted import UntrustedOperator
 from rsiframe.surface import Surface
 from rsiframe.taskruns import TaskRunMeter, budget_guard
 from rsiframe.tasks.taskset import SPLITS, tasks_by_split
 from rsiframe.transaction import RunFailure, Transaction, failure_reason
-from rsiframe.untrusted import UntrustedOperator
 from rsiframe.util import reaper
 
 

@@ -21,7 +21,7 @@ from rich.text import Text
 from rsiframe import health
 from rsiframe.archive.log import Event
 from rsiframe.archive.state import RunState
-from rsiframe.opcall import Progress as ProgressSink
+from rsiframe.slots.calls import Progress as ProgressSink
 
 
 class RichProgress(ProgressSink):

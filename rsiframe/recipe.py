@@ -23,8 +23,8 @@ from rsiframe.errors import RecipeError
 from rsiframe.evaluator import ENGINES
 from rsiframe.executorspec import ExecutorSpec
 from rsiframe.overrides import absolutize, labelled, merge, overrides, run_label
-from rsiframe.registry import resolve
 from rsiframe.schema import Recipe
+from rsiframe.slots.registry import resolve
 from rsiframe.util.digest import sha256_json
 from rsiframe.util.validation import first_error
 

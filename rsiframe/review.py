@@ -1,6 +1,6 @@
 """After evaluation: gate a certified candidate, record notes on it, reflect on a generation.
 
-Each step calls its operator through :class:`~rsiframe.opcall.OperatorCalls` and
+Each step calls its operator through :class:`~rsiframe.slots.calls.OperatorCalls` and
 returns the event the engine records. An operator that fails does not stop the run:
 gate declines, record keeps the error as its notes, reflect keeps the old lessons.
 """
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from rsiframe.api import GateContext, GateDecision, RecordContext, ReflectContext
 from rsiframe.archive import events as E
 from rsiframe.archive.state import Candidate, RunState
-from rsiframe.opcall import OperatorCalls, OperatorFailed
-from rsiframe.runview import as_view
+from rsiframe.slots.calls import OperatorCalls, OperatorFailed
+from rsiframe.slots.runview import as_view
 
 
 def gate(calls: OperatorCalls, state: RunState, c: Candidate) -> E.CandidateGated:

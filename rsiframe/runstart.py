@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rsiframe import __version__, opidentity
+from rsiframe import __version__
 from rsiframe import recipe as recipe_mod
 from rsiframe.archive.events import RunStarted
 from rsiframe.archive.loader import load_run
@@ -31,6 +31,7 @@ from rsiframe.modelrun import REPLAY_OF
 from rsiframe.overrides import folder_safe
 from rsiframe.preflight import plan
 from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
+from rsiframe.slots import identity as opidentity
 from rsiframe.tasks.taskset import TaskLock, TaskSet
 
 

@@ -36,12 +36,12 @@ from rsiframe.archive import events as E
 from rsiframe.archive.state import Candidate, RunState
 from rsiframe.errors import RsiError
 from rsiframe.evaluation import TaskRunner
-from rsiframe.opcall import OperatorCalls, OperatorFailed
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.repo.gittree import Snapshot, snapshot
 from rsiframe.repo.guardrail import check as guardrail_check
 from rsiframe.repo.merge import merge_base, three_way
-from rsiframe.runview import as_view
+from rsiframe.slots.calls import OperatorCalls, OperatorFailed
+from rsiframe.slots.runview import as_view
 from rsiframe.surface import Surface
 from rsiframe.tasks.taskset import TaskLock
 from rsiframe.util.digest import canonical_json

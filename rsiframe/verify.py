@@ -38,7 +38,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
-from rsiframe import opidentity, yamlsafe
+from rsiframe import yamlsafe
 from rsiframe.archive.loader import unsigned_events
 from rsiframe.archive.log import get_artifact, get_json, put_artifact, read_events
 from rsiframe.archive.runfolder import RunPaths
@@ -55,6 +55,7 @@ from rsiframe.evaluator import (
 )
 from rsiframe.hostfacts import describe, differing
 from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
+from rsiframe.slots import identity as opidentity
 from rsiframe.tasks.taskset import SPLITS, TaskLock, TaskSet, tasks_by_split
 from rsiframe.util.digest import sha256_json
 

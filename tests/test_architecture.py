@@ -157,7 +157,7 @@ def test_operators_use_only_the_public_api() -> None:
         "rsiframe.operators.edits",
         "rsiframe.operators.llmprompt",
         "rsiframe.operators.roundrobin",  # knobs: GEPA's round-robin turn
-        "rsiframe.registry",  # round_robin: the operator it wraps, by name
+        "rsiframe.slots.registry",  # round_robin: the operator it wraps, by name
     }
     for p in (REPO / "operators").glob("*.py"):
         inner = {m for m in imports_of(p) if m.startswith("rsiframe")}

@@ -238,8 +238,8 @@ def test_evaluations_in_flight_share_the_model_token_budget() -> None:
 
     from rsiframe.budget import BudgetGuard
     from rsiframe.evaluation import TaskRunner
-    from rsiframe.opcall import Timings
     from rsiframe.schema import Budget
+    from rsiframe.slots.calls import Timings
 
     state = SimpleNamespace(tokens=200)
     budget = BudgetGuard(Budget(max_model_tokens=1000))

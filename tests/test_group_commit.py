@@ -16,7 +16,7 @@ from rsiframe.archive import log as archive_mod
 from rsiframe.archive.log import EVENTS, Archive
 from rsiframe.engine import Engine
 from rsiframe.evaluator import LocalEngine
-from rsiframe.opcall import OperatorCalls
+from rsiframe.slots.calls import OperatorCalls
 
 
 def test_the_archive_fsyncs_every_append_unless_the_writer_groups_them(

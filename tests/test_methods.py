@@ -27,7 +27,7 @@ from rsiframe.operators.dgm import (
     score_child_weights,
 )
 from rsiframe.operators.gepa import Pareto, ParetoConfig, dominates, instance_front, objective_front
-from rsiframe.registry import resolve
+from rsiframe.slots.registry import resolve
 
 
 def view(cid: str, parent: str | None = None, state: str = "admitted") -> CandidateView:

@@ -13,9 +13,11 @@ import pytest
 from conftest import Mini, cli, events, status_json
 from test_resume import run_proc
 
-from rsiframe import __version__, opidentity, registry
+from rsiframe import __version__
 from rsiframe import recipe as recipe_mod
 from rsiframe.certs.signing import RecordVerifier
+from rsiframe.slots import identity as opidentity
+from rsiframe.slots import registry
 from rsiframe.util.digest import sha256_bytes
 
 GATE = textwrap.dedent("""\

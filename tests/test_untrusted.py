@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from conftest import Mini, cli, events, make_mini, status_json
 
-from rsiframe import oprunner
 from rsiframe.api import (
     CandidateView,
     Check,
@@ -24,9 +23,10 @@ from rsiframe.api import (
 )
 from rsiframe.errors import RecipeError, SandboxError
 from rsiframe.recipe import load as load_recipe
-from rsiframe.registry import resolve
 from rsiframe.sandbox.bwrap import bwrap_works
-from rsiframe.untrusted import UntrustedConfig, UntrustedOperator, UntrustedOperatorError
+from rsiframe.slots import oprunner
+from rsiframe.slots.registry import resolve
+from rsiframe.slots.untrusted import UntrustedConfig, UntrustedOperator, UntrustedOperatorError
 
 pytestmark = pytest.mark.skipif(
     not bwrap_works(),

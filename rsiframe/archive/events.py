@@ -43,7 +43,7 @@ class RunStarted(EventData):
     framework_version: str = ""  # older archives may lack it
     seed_commit: str
     seed_tree: str
-    #: digest of the operator code identities in recipe.lock.json (rsiframe.opidentity)
+    #: digest of the operator code identities in recipe.lock.json (rsiframe.slots.identity)
     operators_digest: str | None = None
 
 

@@ -47,7 +47,7 @@ class EvaluationPredicate(BaseModel):
     score: float
     isolation: str
     model: dict[str, Any] | None = None
-    # the evaluator engine's and the gate operator's code identity (rsiframe.opidentity)
+    # the evaluator engine's and the gate operator's code identity (rsiframe.slots.identity)
     code: dict[str, Any] | None = None
     executor: dict[str, Any] | None = None  # where it ran: kind (local, ray) and worker node
     #: the engine's own part: for ``harbor``, the engine, Harbor's version, the environment

@@ -8,7 +8,7 @@
       in/     the request's input files, read-only (lessons, analysis, the JSON request)
       lib/    rsiframe's operator runner and public API, staged read-only (`candidate:` only)
 
-Used by :mod:`rsiframe.shell` (researcher commands) and :mod:`rsiframe.untrusted`
+Used by :mod:`rsiframe.shell` (researcher commands) and :mod:`rsiframe.slots.untrusted`
 (``candidate:`` operators). The evaluator's trial mounts (``/app``, ``/tests``,
 ``/logs``) follow Harbor's layout and live with the evaluator.
 """

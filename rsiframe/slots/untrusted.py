@@ -6,11 +6,11 @@ is a ``.py`` file relative to the candidate tree (e.g.
 committed tree of the candidate the call is about (the parent of the child
 being made), exported and checked against its tree hash, and runs in the
 sandbox of :mod:`rsiframe.sandbox.bwrap` (bubblewrap unless ``sandbox: auto`` or
-``process``) with ``python -S -m rsiframe.oprunner``: it sees the Python
+``process``) with ``python -S -m rsiframe.slots.oprunner``: it sees the Python
 installation, staged copies of ``rsiframe/api.py``, ``surface.py`` and the runner, its own
 tree (read-only), the request and, for ``mutate``, the work folder. Framework
 and operator talk only through the versioned JSON contract of
-:mod:`rsiframe.oprunner`: the request holds only what the slot's view allows;
+:mod:`rsiframe.slots.oprunner`: the request holds only what the slot's view allows;
 the response is size-capped and validated (schema, types, the slot's result
 model) before use. A malformed, oversized, crashing or hanging operator raises
 :class:`UntrustedOperatorError`, which rejects the child with the reason.
@@ -37,12 +37,13 @@ from typing import Any, ClassVar
 
 from pydantic import Field, ValidationError
 
-from rsiframe import api, oprunner, surface
+from rsiframe import api, surface
 from rsiframe.api import READS, SLOT_BASES, Operator, Result, SandboxUse, may_read
 from rsiframe.errors import OperatorNotFound
-from rsiframe.oprunner import RESULTS, SCHEMA_VERSION, CandidateInfo, Request, Response
 from rsiframe.sandbox.bwrap import Mount, SandboxOptions, make_sandbox
 from rsiframe.sandbox.mounts import INPUTS_INSIDE, LIB_INSIDE, WORK_INSIDE
+from rsiframe.slots import oprunner
+from rsiframe.slots.oprunner import RESULTS, SCHEMA_VERSION, CandidateInfo, Request, Response
 from rsiframe.util.validation import clean
 
 PREFIX = "candidate:"
@@ -133,7 +134,13 @@ class UntrustedOperator(Operator):
             env = cfg.host_env()
             env["PYTHONPATH"] = ":".join([sb.view(m_lib), *_site_packages()])
             res = sb.run(
-                [sys.executable, "-S", "-m", "rsiframe.oprunner", f"{sb.view(m_in)}/request.json"],
+                [
+                    sys.executable,
+                    "-S",
+                    "-m",
+                    "rsiframe.slots.oprunner",
+                    f"{sb.view(m_in)}/request.json",
+                ],
                 mounts=mounts,
                 cwd=cwd,
                 env=env,

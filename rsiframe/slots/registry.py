@@ -2,7 +2,7 @@
 
 ``candidate:PATH:Class`` names an *untrusted* operator whose code lives in the
 candidate's own tree; it never loads here but resolves to a host-side proxy
-that runs the code out of process (:mod:`rsiframe.untrusted`).
+that runs the code out of process (:mod:`rsiframe.slots.untrusted`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from rsiframe.api import SLOT_BASES, SLOT_TABLE, SLOTS, Operator
 from rsiframe.errors import OperatorNotFound
-from rsiframe.untrusted import PREFIX as CANDIDATE_PREFIX
-from rsiframe.untrusted import operator_class as untrusted_class
+from rsiframe.slots.untrusted import PREFIX as CANDIDATE_PREFIX
+from rsiframe.slots.untrusted import operator_class as untrusted_class
 from rsiframe.util.digest import sha256_bytes
 
 GROUP = "rsiframe.operators"

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from rsiframe.api import SLOT_TABLE, Operator
 from rsiframe.archive.log import Event
 from rsiframe.archive.state import RunState
-from rsiframe.runview import StateView
+from rsiframe.slots.runview import StateView
 from rsiframe.util import faults
 
 R = TypeVar("R", bound=BaseModel)

@@ -1,6 +1,6 @@
 """The child side of an untrusted operator: runs inside the sandbox, speaks JSON.
 
-``python -S -m rsiframe.oprunner REQUEST.json`` loads the operator class from
+``python -S -m rsiframe.slots.oprunner REQUEST.json`` loads the operator class from
 the candidate's tree (mounted read-only), hands it a context rebuilt from the
 request, and writes one :class:`Response` to stdout. Nothing here can reach the
 run: the request holds only what the slot's view allows, and reads beyond it
