@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from rsiframe.gateway import Gateway, Ledger
-from rsiframe.models_schema import ModelSpec
+from rsiframe.recipe.models import ModelSpec
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 
 BODY = {

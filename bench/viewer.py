@@ -30,11 +30,11 @@ from unittest import mock
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from rsiframe import __version__
-from rsiframe import recipe as recipe_mod
 from rsiframe.archive.log import Archive
 from rsiframe.archive.runfolder import RunPaths
 from rsiframe.certs.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.certs.signing import EVENT_TYPE, Signer
+from rsiframe.recipe import load as recipe_mod
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.repo.gittree import Entry, Snapshot, blob_sha
 from rsiframe.tasks.taskset import TaskLock

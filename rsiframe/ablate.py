@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rsiframe import recipe as recipe_mod
 from rsiframe.api import SLOTS
 from rsiframe.errors import RecipeError, RunFolderError
 from rsiframe.gridspec import GRID_FILE, GridSpec, cell_dir
+from rsiframe.recipe import load as recipe_mod
 from rsiframe.slots.registry import resolve
 
 

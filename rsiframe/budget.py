@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rsiframe.archive.state import CHILD_SPLITS, RunState
-from rsiframe.schema import Budget
+from rsiframe.recipe.schema import Budget
 
 #: evaluations a child needs (train and gate) and one kept for the champion's sealed anchor
 EVALS_PER_CHILD = 2

@@ -705,7 +705,7 @@ def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_
 @friendly
 def recipe_show(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
     """Print the resolved recipe (extends merged, overrides applied, defaults filled in)."""
-    from rsiframe import recipe as recipe_mod
+    from rsiframe.recipe import load as recipe_mod
 
     resolved = recipe_mod.load(file, list(sets), unsets=list(unsets))
     if as_json:

@@ -289,8 +289,8 @@ def doctor(recipe_path: Path | None, environ: Mapping[str, str] | None = None) -
     recipe = evaluator_config = None
     models: dict[str, Any] = {}
     if recipe_path is not None:
-        from rsiframe import recipe as recipe_mod
-        from rsiframe.models_schema import references
+        from rsiframe.recipe import load as recipe_mod
+        from rsiframe.recipe.models import references
 
         resolved = recipe_mod.load(recipe_path)
         recipe, evaluator_config = resolved.recipe, resolved.evaluator_config

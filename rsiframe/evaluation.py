@@ -26,7 +26,7 @@ from rsiframe.certify import FinishedEvaluation
 from rsiframe.errors import ClusterLost
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.executor import Executor, LocalExecutor
-from rsiframe.schema import Recipe, StageSpec
+from rsiframe.recipe.schema import Recipe, StageSpec
 from rsiframe.slots.calls import Progress, Timings
 from rsiframe.tasks.taskset import TaskSet
 from rsiframe.util import faults

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from rsiframe.errors import ClusterError
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun, run_tasks
-from rsiframe.executorspec import ExecutorSpec, with_address
+from rsiframe.recipe.executor import ExecutorSpec, with_address
 from rsiframe.tasks.taskset import TaskSet
 
 

@@ -66,7 +66,7 @@ from starlette.routing import Route
 
 from rsiframe.errors import RsiError
 from rsiframe.ledger import Entry, Ledger
-from rsiframe.models_schema import ModelSpec, ResolvedModel
+from rsiframe.recipe.models import ModelSpec, ResolvedModel
 from rsiframe.util.digest import sha256_json
 
 #: request body keys that change how an answer travels, not what it is (left out of digests)
@@ -848,7 +848,7 @@ def _collect(event: Mapping[str, Any], usage: dict[str, Any], text: list[str]) -
 
 def main(argv: list[str] | None = None) -> int:
     """Run a gateway for a recipe's models until interrupted (prints a consumer token)."""
-    from rsiframe import recipe as recipe_mod
+    from rsiframe.recipe import load as recipe_mod
 
     ap = argparse.ArgumentParser(prog="rsiframe.gateway", description=__doc__.split("\n")[0])
     ap.add_argument("--recipe", type=Path, required=True)

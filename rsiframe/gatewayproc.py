@@ -42,7 +42,7 @@ from starlette.routing import Route
 from rsiframe.errors import RsiError
 from rsiframe.gateway import Consumer, Gateway, Limits
 from rsiframe.ledger import Ledger
-from rsiframe.models_schema import ModelSpec
+from rsiframe.recipe.models import ModelSpec
 
 ADMIN_SOCKET = "admin.sock"
 #: the longest a gateway waits for an earlier one of the same run to finish its calls

@@ -36,7 +36,7 @@ from rsiframe.archive.state import RunState
 from rsiframe.errors import ModelError
 from rsiframe.gateway import SandboxEndpoint
 from rsiframe.ledger import Entry
-from rsiframe.schema import Recipe
+from rsiframe.recipe.schema import Recipe
 
 #: the folder of a run holding the gateway's ledger and evidence
 FOLDER = "model-calls"

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rsiframe import recipe as recipe_mod
 from rsiframe.errors import RecipeError, TaskSetError
 from rsiframe.evaluator import preflight_engine
 from rsiframe.executor import check as check_executor
 from rsiframe.executor import session_spec
-from rsiframe.executorspec import ExecutorSpec
-from rsiframe.models_schema import ModelCheck, check_models
+from rsiframe.recipe import load as recipe_mod
+from rsiframe.recipe.executor import ExecutorSpec
+from rsiframe.recipe.models import ModelCheck, check_models
 from rsiframe.repo.gittree import Snapshot, snapshot
 from rsiframe.surface import Surface
 from rsiframe.tasks.taskset import TaskSet, make_split

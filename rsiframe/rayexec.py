@@ -33,7 +33,6 @@ from typing import Any
 from rsiframe.build import BuildRejected
 from rsiframe.errors import ClusterError, ClusterLost
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
-from rsiframe.executorspec import ExecutorSpec
 from rsiframe.rayworker import (
     Job,
     JobResult,
@@ -45,6 +44,7 @@ from rsiframe.rayworker import (
     stream,
     stream_build,
 )
+from rsiframe.recipe.executor import ExecutorSpec
 from rsiframe.tasks.taskset import TaskSet
 
 #: how often the driver looks at the cluster while an evaluation runs, and how many

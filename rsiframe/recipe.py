@@ -3,7 +3,7 @@
 ``extends:`` deep-merges a base recipe (paths in each file are relative to
 that file); ``--set a.b.c=value`` overrides one key, parsed as YAML. The merge
 rules (an operator switch replaces the slot's config, ``null`` removes a
-mapping, a ``--set`` mapping replaces) live in :mod:`rsiframe.overrides`.
+mapping, a ``--set`` mapping replaces) live in :mod:`rsiframe.recipe.overrides`.
 The resolved recipe (defaults filled in, paths absolute) is hashed; that
 digest is what certificates bind and what ``resume`` checks.
 """
@@ -21,9 +21,9 @@ from rsiframe import yamlsafe
 from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
 from rsiframe.errors import RecipeError
 from rsiframe.evaluator import ENGINES
-from rsiframe.executorspec import ExecutorSpec
-from rsiframe.overrides import absolutize, labelled, merge, overrides, run_label
-from rsiframe.schema import Recipe
+from rsiframe.recipe.executor import ExecutorSpec
+from rsiframe.recipe.overrides import absolutize, labelled, merge, overrides, run_label
+from rsiframe.recipe.schema import Recipe
 from rsiframe.slots.registry import resolve
 from rsiframe.util.digest import sha256_json
 from rsiframe.util.validation import first_error

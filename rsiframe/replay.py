@@ -127,7 +127,7 @@ def check_ledger(loaded: Any, folder: Path) -> int:
 
 def check_recipe(loaded: Any) -> Path:
     """RUN's resolved recipe, which must still resolve to the digest RUN locked."""
-    from rsiframe import recipe as recipe_mod
+    from rsiframe.recipe import load as recipe_mod
 
     paths: RunPaths = loaded.paths
     locked = paths.read_json(paths.recipe_lock).get("digest")

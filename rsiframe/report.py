@@ -16,7 +16,7 @@ from rsiframe.archive.log import chain_head
 from rsiframe.archive.state import CANDIDATE_STATES, Candidate, RunState
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
-from rsiframe.schema import Budget
+from rsiframe.recipe.schema import Budget
 
 
 class Scores(BaseModel):

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe import __version__
-from rsiframe import recipe as recipe_mod
 from rsiframe.archive.events import RunStarted
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.log import Archive
@@ -28,8 +27,9 @@ from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluato
 from rsiframe.executor import Executor, LocalExecutor, check, open_executor, session_spec
 from rsiframe.modelrun import FOLDER as MODELS_FOLDER
 from rsiframe.modelrun import REPLAY_OF
-from rsiframe.overrides import folder_safe
 from rsiframe.preflight import plan
+from rsiframe.recipe import load as recipe_mod
+from rsiframe.recipe.overrides import folder_safe
 from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
 from rsiframe.slots import identity as opidentity
 from rsiframe.tasks.taskset import TaskLock, TaskSet

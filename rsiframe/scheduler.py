@@ -21,7 +21,7 @@ from rsiframe.archive.state import Candidate, RunState
 from rsiframe.budget import BudgetGuard
 from rsiframe.certify import FinishedEvaluation
 from rsiframe.inflight import Inflight
-from rsiframe.schema import Recipe
+from rsiframe.recipe.schema import Recipe
 
 #: nothing can start until work in flight comes back
 WAIT = "wait"

@@ -20,7 +20,7 @@ from rsiframe.archive.log import Event
 from rsiframe.archive.state import CHILD_SPLITS
 from rsiframe.budget import BudgetGuard, TaskCosts
 from rsiframe.evaluation import Stages, TaskRunner
-from rsiframe.schema import Budget
+from rsiframe.recipe.schema import Budget
 
 #: the slots whose operators get a ``run_train`` (uncertified task runs)
 RUNNING_SLOTS = ("rollout", "validate")

@@ -13,8 +13,8 @@ import pytest
 from rsiframe import llm
 from rsiframe.api import CandidateView, MutateContext, Rollout
 from rsiframe.gateway import Gateway, Ledger
-from rsiframe.models_schema import ModelSpec
 from rsiframe.operators.agent_cli import AgentCli, AgentCliConfig, find_cli
+from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, ToolCall
 

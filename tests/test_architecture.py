@@ -132,8 +132,8 @@ def test_the_bottom_layer_reaches_only_leaves() -> None:
         "rsiframe.util.safefile",
         "rsiframe.util.digest",
         "rsiframe.errors",
-        "rsiframe.executorspec",  # pydantic only: the `evaluator.executor` key
-        "rsiframe.models_schema",  # the recipe's models: (reaches only errors)
+        "rsiframe.recipe.executor",  # pydantic only: the `evaluator.executor` key
+        "rsiframe.recipe.models",  # the recipe's models: (reaches only errors)
     }
     for name in ("events.py", "api.py", "schema.py"):
         inner = closure([REPO / "rsiframe" / name])

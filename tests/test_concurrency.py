@@ -238,7 +238,7 @@ def test_evaluations_in_flight_share_the_model_token_budget() -> None:
 
     from rsiframe.budget import BudgetGuard
     from rsiframe.evaluation import TaskRunner
-    from rsiframe.schema import Budget
+    from rsiframe.recipe.schema import Budget
     from rsiframe.slots.calls import Timings
 
     state = SimpleNamespace(tokens=200)

@@ -11,7 +11,7 @@ import yaml
 from conftest import REPO, cli
 
 from rsiframe.doctor import MACHINE, needs
-from rsiframe.recipe import load
+from rsiframe.recipe.load import load
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, count_tokens
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}

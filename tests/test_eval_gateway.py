@@ -13,8 +13,8 @@ from rsiframe.evaluation import TaskRunner
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig
 from rsiframe.gateway import Gateway, Ledger
 from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
-from rsiframe.models_schema import ModelSpec
 from rsiframe.preflight import evaluator_model
+from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 from rsiframe.tasks.taskset import load_task

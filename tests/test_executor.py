@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 from conftest import Mini, cli, events, make_mini
 
-from rsiframe import recipe as recipe_mod
 from rsiframe.evaluator import LocalEngineConfig
-from rsiframe.executorspec import ExecutorSpec, with_address
 from rsiframe.rayworker import (
     Job,
     PackMismatch,
@@ -25,6 +23,8 @@ from rsiframe.rayworker import (
     pack_tree,
     unpack,
 )
+from rsiframe.recipe import load as recipe_mod
+from rsiframe.recipe.executor import ExecutorSpec, with_address
 from rsiframe.repo.candidates import CandidateRepo
 from rsiframe.repo.gittree import snapshot
 

@@ -16,7 +16,7 @@ import pytest
 
 from rsiframe import llm
 from rsiframe.gateway import Gateway, Ledger, Limits
-from rsiframe.models_schema import ModelSpec
+from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import Mount, bwrap_works, make_sandbox
 from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, count_tokens
 

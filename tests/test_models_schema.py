@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rsiframe.errors import RecipeError
-from rsiframe.models_schema import ModelSpec, Price, check_models
+from rsiframe.recipe.models import ModelSpec, Price, check_models
 
 REPO = Path(__file__).resolve().parents[1]
 

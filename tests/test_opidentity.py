@@ -14,8 +14,8 @@ from conftest import Mini, cli, events, status_json
 from test_resume import run_proc
 
 from rsiframe import __version__
-from rsiframe import recipe as recipe_mod
 from rsiframe.certs.signing import RecordVerifier
+from rsiframe.recipe import load as recipe_mod
 from rsiframe.slots import identity as opidentity
 from rsiframe.slots import registry
 from rsiframe.util.digest import sha256_bytes

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, Mini, cli, status_json
 
-from rsiframe import overrides as ov
-from rsiframe import recipe as recipe_mod
+from rsiframe.recipe import load as recipe_mod
+from rsiframe.recipe import overrides as ov
 from rsiframe.viewer.source import RunSource
 from rsiframe.viewer.widgets.runs_table import run_cells
 

@@ -58,7 +58,7 @@ def test_seed_agent_solves_a_task_through_the_gateway_with_scripted_tool_calls(
     import shutil
 
     from rsiframe.gateway import Gateway, Ledger
-    from rsiframe.models_schema import ModelSpec
+    from rsiframe.recipe.models import ModelSpec
     from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, ToolCall
 
     gen = _generator()

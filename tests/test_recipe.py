@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from conftest import make_mini
 
-from rsiframe import overrides as overrides_mod
-from rsiframe import recipe as recipe_mod
 from rsiframe.errors import RecipeError
+from rsiframe.recipe import load as recipe_mod
+from rsiframe.recipe import overrides as overrides_mod
 
 
 def test_merge_rules() -> None:

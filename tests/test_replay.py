@@ -165,7 +165,7 @@ def test_an_archive_only_gateway_answers_recorded_requests_and_refuses_the_rest(
     """The gateway of a replay, on its own: no endpoint, no key variable."""
     from rsiframe.errors import ModelError
     from rsiframe.gateway import Gateway, Ledger
-    from rsiframe.models_schema import ModelSpec
+    from rsiframe.recipe.models import ModelSpec
 
     spec = ModelSpec.model_validate(
         {

@@ -12,10 +12,10 @@ from conftest import Mini, cli, events, make_mini, status_json
 
 from rsiframe.api import MergePlan
 from rsiframe.evaluation import Stages
+from rsiframe.recipe.schema import StageSpec
 from rsiframe.repo.candidates import CandidateRepo
 from rsiframe.repo.gittree import snapshot
 from rsiframe.repo.merge import merge_base, three_way
-from rsiframe.schema import StageSpec
 from rsiframe.surface import Surface
 
 STAGES = "  stages: [{split: train, tasks: 2, min_score: 0.5}, {split: train}]\n"

@@ -17,7 +17,7 @@ from conftest import AGENT, Mini, cli, cli_proc, events, make_mini, status_json
 
 from rsiframe.archive.state import RunState
 from rsiframe.budget import BudgetGuard, TaskCosts
-from rsiframe.schema import Budget
+from rsiframe.recipe.schema import Budget
 
 LIMIT = 60
 # mini: train 4, gate 4, sealed 2 tasks; a child: rollout 2 + minibatch 2 + train 4 + gate 4
@@ -215,7 +215,7 @@ def test_a_childs_worst_case_comes_from_its_stages_and_what_its_operators_declar
     from rsiframe.operators.minibatch import Minibatch, MinibatchConfig
     from rsiframe.operators.rollout import LocalRollout, LocalRolloutConfig
     from rsiframe.operators.validate import Command, CommandConfig
-    from rsiframe.schema import StageSpec
+    from rsiframe.recipe.schema import StageSpec
     from rsiframe.taskruns import task_costs
 
     split = {s: [f"{s}{i}" for i in range(n)] for s, n in (("train", 24), ("gate", 24))}

@@ -64,7 +64,7 @@ def test_gate_and_sealed_items_are_not_derivable_from_the_public_generator() -> 
     item with them, while every train task is exactly what the public seed draws."""
     import random
 
-    from rsiframe.recipe import load as load_recipe
+    from rsiframe.recipe.load import load as load_recipe
     from rsiframe.tasks.taskset import make_split
 
     gen = load("textops_gen", TEXTOPS / "generate.py")

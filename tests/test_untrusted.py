@@ -22,7 +22,7 @@ from rsiframe.api import (
     ValidateContext,
 )
 from rsiframe.errors import RecipeError, SandboxError
-from rsiframe.recipe import load as load_recipe
+from rsiframe.recipe.load import load as load_recipe
 from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.slots import oprunner
 from rsiframe.slots.registry import resolve

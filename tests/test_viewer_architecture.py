@@ -17,9 +17,9 @@ READ_SIDE = {
     "rsiframe.repo.gittree",
     "rsiframe.gridspec",
     "rsiframe.archive.loader",
-    "rsiframe.schema",
-    "rsiframe.models_schema",
-    "rsiframe.executorspec",  # the recipe schema imports it (evaluator.executor)
+    "rsiframe.recipe.schema",
+    "rsiframe.recipe.models",
+    "rsiframe.recipe.executor",  # the recipe schema imports it (evaluator.executor)
     "rsiframe.api",
     "rsiframe.certs.records",
     "rsiframe.report",
@@ -31,7 +31,7 @@ READ_SIDE = {
 #: what the read side may pull in below it (leaves); never the evaluator, builds,
 #: serving, the sandbox, the engine or operator loading
 BELOW_READ_SIDE = {
-    "rsiframe.executorspec",  # the recipe schema's executor section (bottom layer)
+    "rsiframe.recipe.executor",  # the recipe schema's executor section (bottom layer)
     "rsiframe.archive.events",
     "rsiframe.util.faults",
     "rsiframe.certs.keys",
@@ -79,7 +79,7 @@ def test_the_viewer_reaches_only_the_read_side_transitively() -> None:
         "rsiframe.build",
         "rsiframe.serving",
         "rsiframe.sandbox.bwrap",
-        "rsiframe.recipe",
+        "rsiframe.recipe.load",
         "rsiframe.engine",
     }
 

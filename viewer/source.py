@@ -26,7 +26,7 @@ from rsiframe.archive.runfolder import RunPaths, is_live
 from rsiframe.archive.state import Candidate, RunState
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import ArchiveCorrupt
-from rsiframe.schema import Budget
+from rsiframe.recipe.schema import Budget
 
 CHUNK_BYTES = 1 << 20
 FIRST_CHUNK = 256 << 10  # small, so that the first screen fills at once

@@ -13,8 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from rsiframe.api import SLOT_TABLE, SlotSpec
-from rsiframe.executorspec import ExecutorSpec
-from rsiframe.models_schema import Models
+from rsiframe.recipe.executor import ExecutorSpec
+from rsiframe.recipe.models import Models
 from rsiframe.repo.gittree import DEFAULT_IGNORE
 
 
