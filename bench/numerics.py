@@ -3,7 +3,7 @@
 CPU training and generation are bit-for-bit repeatable on one host type, not across
 processors: torch picks other kernels (its CPU capability, the ISA of MKL and oneDNN) and
 other thread splits. This emulates other processors on this one: for each *profile* it
-sets the kernel-path variables (:data:`rsiframe.hostfacts.KERNEL_ENV`, which the build
+sets the kernel-path variables (:data:`rsiframe.dth.hostfacts.KERNEL_ENV`, which the build
 steps and the model server get from the host) and a thread count, builds the candidate
 from an empty cache and evaluates its gate and sealed splits exactly as a run does (the
 recipe's evaluator, the locked split). Each row is compared with the first (this CPU's
@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
+from rsiframe.dth.hostfacts import KERNEL_ENV, host_facts
 from rsiframe.evaluator import LocalEngine
-from rsiframe.hostfacts import KERNEL_ENV, host_facts
 from rsiframe.preflight import plan
 from rsiframe.tasks.taskset import tasks_by_split
 

@@ -21,8 +21,8 @@ from typing import Any
 from rsiframe.archive import events as E
 from rsiframe.archive.state import CHILD_SPLITS, Candidate, RunState
 from rsiframe.budget import BudgetGuard
-from rsiframe.build import BuildRejected
 from rsiframe.certify import FinishedEvaluation
+from rsiframe.dth.build import BuildRejected
 from rsiframe.errors import ClusterLost
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.executor import Executor, LocalExecutor

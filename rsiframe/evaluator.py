@@ -14,9 +14,9 @@ variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
 With a ``build`` config (the D/T/H target) the evaluator first builds the
-candidate's model (:mod:`rsiframe.build`: data step, contamination audit, train
+candidate's model (:mod:`rsiframe.dth.build`: data step, contamination audit, train
 step; cached by input digests), opens an endpoint for it on the long-lived model
-server (:mod:`rsiframe.serving`), and runs the agent behind an in-sandbox forwarder
+server (:mod:`rsiframe.dth.serving`), and runs the agent behind an in-sandbox forwarder
 that exposes that endpoint, and nothing else, at ``$OPENAI_BASE_URL`` with the
 model name in ``$RSI_MODEL``. The server meters the tokens of each evaluation.
 With ``model`` (a model the recipe declares) the agent reaches that model the same way,
@@ -43,14 +43,15 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rsiframe import __version__, appdiff, harbor_engine, serving
-from rsiframe.build import BuildConfig, Builder, BuildRejected, Built
-from rsiframe.contamination import AuditResult, Item, audit, protected_items
+from rsiframe import __version__, appdiff, harbor_engine
+from rsiframe.dth import serving
+from rsiframe.dth.build import BuildConfig, Builder, BuildRejected, Built
+from rsiframe.dth.contamination import AuditResult, Item, audit, protected_items
+from rsiframe.dth.serving import ModelRefused, ModelServer
 from rsiframe.errors import LockMismatch
 from rsiframe.sandbox import appcopy, taskimage
 from rsiframe.sandbox import docker as docker_sandbox
 from rsiframe.sandbox.bwrap import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
-from rsiframe.serving import ModelRefused, ModelServer
 from rsiframe.tasks.taskset import Task, TaskSet
 from rsiframe.util import faults
 from rsiframe.util.cpuslots import cpu_slot
@@ -146,7 +147,7 @@ Put = Callable[[bytes], str]
 
 
 def _code_digest() -> str:
-    from rsiframe import build, contamination, serving
+    from rsiframe.dth import build, contamination, serving
     from rsiframe.sandbox import bwrap as sandbox
     from rsiframe.sandbox import cgroups
 

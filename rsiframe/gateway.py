@@ -186,7 +186,7 @@ class SandboxEndpoint:
     def harness(self, sb: Any, argv: list[str]) -> tuple[list[str], list[Any], dict[str, str]]:
         """``argv`` behind the in-sandbox forwarder of ``serving.py`` (reused as is), its
         mounts, and the environment: ``OPENAI_API_KEY`` is this sandbox's token only."""
-        from rsiframe.serving import OpenEndpoint
+        from rsiframe.dth.serving import OpenEndpoint
 
         wrapped, mounts, env = OpenEndpoint(self.name, self.model, self.folder).harness(sb, argv)
         return wrapped, mounts, {**env, "OPENAI_API_KEY": self.token}
@@ -290,7 +290,7 @@ class Gateway:
         allowance: int | None = None,
     ) -> SandboxEndpoint:
         """A Unix socket in a folder of its own, served by this gateway, with a token."""
-        from rsiframe.serving import SOCKET
+        from rsiframe.dth.serving import SOCKET
 
         c = self.consumer(name, candidate=candidate, slot=slot, allowance=allowance)
         folder = self.socket_root / secrets.token_hex(8)

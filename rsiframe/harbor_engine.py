@@ -17,7 +17,7 @@ artifacts. Harbor's version is part of the fingerprint, so another Harbor refuse
 
 With a ``models:`` section, ``model`` names a declared model and the agent reaches it only
 through the run's gateway, with this evaluation's own token (never a provider key): the
-candidate's harness through the in-sandbox forwarder of :mod:`rsiframe.serving` (the
+candidate's harness through the in-sandbox forwarder of :mod:`rsiframe.dth.serving` (the
 endpoint's socket folder bound read-only into the ``bwrap`` environment), a built-in
 agent (which calls models from Harbor's own process) through the same forwarder started
 around ``harbor run`` on this host, as ``openai/<model>`` at ``$OPENAI_BASE_URL``.

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rsiframe.build import BuildRejected
+from rsiframe.dth.build import BuildRejected
 from rsiframe.errors import ClusterError, ClusterLost
 from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.rayworker import (

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from rsiframe.build import BuildRejected, Built, files_of
+from rsiframe.dth.build import BuildRejected, Built, files_of
 from rsiframe.evaluator import LocalEngine, TaskRun, make_evaluator
 from rsiframe.repo.gittree import (
     MODE_EXEC,

@@ -45,6 +45,7 @@ from rsiframe.archive.runfolder import RunPaths
 from rsiframe.archive.state import Candidate, RunState, fold
 from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.drift import operator_drift, task_drift
+from rsiframe.dth.hostfacts import describe, differing
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
 from rsiframe.evaluator import (
     EvaluationOutput,
@@ -53,7 +54,6 @@ from rsiframe.evaluator import (
     make_evaluator,
     run_tasks,
 )
-from rsiframe.hostfacts import describe, differing
 from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, ExportMismatch
 from rsiframe.slots import identity as opidentity
 from rsiframe.tasks.taskset import SPLITS, TaskLock, TaskSet, tasks_by_split

@@ -15,8 +15,8 @@ import yaml
 from conftest import cli_proc, events
 from dth import BUILD, recipe, write_seed, write_tasks
 
-from rsiframe.build import BuildConfig, Builder, BuildRejected
-from rsiframe.hostfacts import FACTS
+from rsiframe.dth.build import BuildConfig, Builder, BuildRejected
+from rsiframe.dth.hostfacts import FACTS
 from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.util.digest import sha256_file, sha256_json
 
@@ -147,7 +147,7 @@ def test_an_edited_model_with_its_manifest_rewritten_is_not_reused(built) -> Non
 def test_the_cache_key_holds_the_isolation_and_the_host_facts(tmp_path: Path) -> None:
     """A dataset built unconfined (process) is not reused by a bubblewrap build with the
     same cache; the build record names the isolation and the host facts."""
-    from rsiframe.hostfacts import FACTS
+    from rsiframe.dth.hostfacts import FACTS
     from rsiframe.sandbox.bwrap import ProcessSandbox
 
     if make_sandbox("auto").kind != "bwrap":

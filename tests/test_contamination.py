@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from dth import BUILD, task_words, write_seed, write_tasks
 
-from rsiframe.build import BuildConfig, Builder, BuildRejected
-from rsiframe.contamination import (
+from rsiframe.dth.build import BuildConfig, Builder, BuildRejected
+from rsiframe.dth.contamination import (
     ContaminationConfig,
     Item,
     audit,

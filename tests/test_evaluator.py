@@ -411,7 +411,8 @@ def test_parse_reward_missing(tmp_path: Path) -> None:
 def test_the_fingerprint_covers_the_build_config_and_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rsiframe import evaluator, serving
+    from rsiframe import evaluator
+    from rsiframe.dth import serving
 
     plain = LocalEngine(LocalEngineConfig(agent="true", sandbox="process"), tmp_path)
     built = LocalEngine(

@@ -245,7 +245,7 @@ def test_a_shipped_model_is_installed_only_when_it_matches_its_build_record(
     ``model_digest`` (as the build cache computes it) before the server may load it."""
     from types import SimpleNamespace
 
-    from rsiframe.build import files_of
+    from rsiframe.dth.build import files_of
     from rsiframe.rayworker import ModelPack, install_model
     from rsiframe.util.digest import sha256_json
 

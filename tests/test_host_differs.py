@@ -20,7 +20,7 @@ import yaml
 from conftest import cli_proc
 from dth import recipe, write_seed, write_tasks
 
-from rsiframe.hostfacts import KERNEL_ENV
+from rsiframe.dth.hostfacts import KERNEL_ENV
 
 GENERATE = """\
 import json, os, random, string

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from rsiframe.hostfacts import (
+from rsiframe.dth.hostfacts import (
     FACTS,
     KERNEL_ENV,
     cpu_capability,
@@ -80,7 +80,7 @@ def test_the_capability_we_work_out_is_the_one_torch_reports() -> None:
             [
                 sys.executable,
                 "-c",
-                "import json, rsiframe.hostfacts as h; print(json.dumps(h.host_facts(1)))",
+                "import json, rsiframe.dth.hostfacts as h; print(json.dumps(h.host_facts(1)))",
             ],
             env=env,
             capture_output=True,

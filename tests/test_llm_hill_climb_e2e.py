@@ -1,7 +1,7 @@
 """recipes/llm-hill-climb.yaml against the project's own served tiny model.
 
 The D/T/H path trains a tiny character-level model (tests/dth.py, with a context long
-enough for a short prompt) and serves it with rsiframe/serving.py; the run reaches it over
+enough for a short prompt) and serves it with rsiframe/dth/serving.py; the run reaches it over
 TCP through serving.py's forwarder, as the declared model's upstream behind the run's
 gateway. The model cannot write an edit: the run must still finish, every call must be
 metered and recorded (the gateway's count equal to the server's own), and each child
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, events, status_json
 
+from rsiframe.dth.serving import SCRIPT, ModelServer
 from rsiframe.sandbox.bwrap import make_sandbox
-from rsiframe.serving import SCRIPT, ModelServer
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +47,7 @@ children_per_generation: 2
 def test_llm_hill_climb_runs_against_the_projects_own_served_tiny_model(tmp_path: Path) -> None:
     from dth import BUILD, write_seed
 
-    from rsiframe.build import BuildConfig, Builder
+    from rsiframe.dth.build import BuildConfig, Builder
 
     seed = write_seed(tmp_path / "dth-seed")
     train = seed / "trainer" / "train.py"

@@ -27,9 +27,9 @@ import pytest
 import yaml
 from dth import BUILD, tiny_model, write_seed, write_tasks
 
+from rsiframe.dth.serving import QUEUE_HEARTBEAT_S, ModelServer, OpenEndpoint
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig
 from rsiframe.sandbox.bwrap import make_sandbox
-from rsiframe.serving import QUEUE_HEARTBEAT_S, ModelServer, OpenEndpoint
 from rsiframe.tasks.taskset import TaskSet
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from dth import tiny_model
 
-from rsiframe.evaluator import serving_file
-from rsiframe.sandbox.bwrap import Mount, make_sandbox
-from rsiframe.serving import (
+from rsiframe.dth.serving import (
     ModelRefused,
     ModelServer,
     OpenEndpoint,
     ServerError,
     check_model_dir,
 )
+from rsiframe.evaluator import serving_file
+from rsiframe.sandbox.bwrap import Mount, make_sandbox
 
 
 class UnixConnection(http.client.HTTPConnection):

@@ -76,8 +76,8 @@ def test_the_viewer_reaches_only_the_read_side_transitively() -> None:
     assert reached <= READ_SIDE | BELOW_READ_SIDE, sorted(reached - READ_SIDE - BELOW_READ_SIDE)
     assert not reached & {
         "rsiframe.evaluator",
-        "rsiframe.build",
-        "rsiframe.serving",
+        "rsiframe.dth.build",
+        "rsiframe.dth.serving",
         "rsiframe.sandbox.bwrap",
         "rsiframe.recipe.load",
         "rsiframe.engine",

@@ -1,6 +1,6 @@
 """Self-test scenarios for the D/T/H build: the contamination audit and the build cache.
 
-They drive :class:`rsiframe.build.Builder` directly with a data step of a few lines and a
+They drive :class:`rsiframe.dth.build.Builder` directly with a data step of a few lines and a
 train step that must never be reached (or exits at once), so they need no torch and a
 trial takes seconds. What passing means is in each docstring.
 """
@@ -13,8 +13,8 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rsiframe.build import BuildConfig, Builder, BuildRejected
-from rsiframe.contamination import ContaminationConfig, Item, audit
+from rsiframe.dth.build import BuildConfig, Builder, BuildRejected
+from rsiframe.dth.contamination import ContaminationConfig, Item, audit
 from rsiframe.sandbox.bwrap import ProcessSandbox, make_sandbox
 from rsiframe.util.digest import sha256_file, sha256_json
 

@@ -15,7 +15,7 @@ the seconds spent building, training and evaluating.
     python3 tasks/textops/calibrate.py --set trainer.train.epochs=8 --set harness.validate=true
 
 The loopback server (``/v1/completions`` with list prompts and ``n``, prompt-major
-choices) generates with the runtime's ``rsiframe.serving.TransformersBackend`` when that
+choices) generates with the runtime's ``rsiframe.dth.serving.TransformersBackend`` when that
 module is importable, otherwise with the small batched transformers generator below. Models are
 cached under ``--cache`` by the digest of the data and trainer folders, so settings that
 only touch the harness reuse a trained model (as the framework's build cache does).
@@ -233,10 +233,10 @@ class Generator:
 
 
 class RuntimeGenerator:
-    """The runtime's own generation code (``rsiframe.serving.TransformersBackend``)."""
+    """The runtime's own generation code (``rsiframe.dth.serving.TransformersBackend``)."""
 
     def __init__(self, model_dir: Path) -> None:
-        from rsiframe.serving import TransformersBackend
+        from rsiframe.dth.serving import TransformersBackend
 
         self.backend = TransformersBackend()
         self.backend.load("m", model_dir)
@@ -270,7 +270,7 @@ class RuntimeGenerator:
 
 def runtime_serving_available() -> bool:
     try:
-        from rsiframe.serving import TransformersBackend  # noqa: F401
+        from rsiframe.dth.serving import TransformersBackend  # noqa: F401
     except ImportError:
         return False
     return True
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "rsiframe", "builtin"],
         default="auto",
         help="generation code behind the loopback endpoint: the runtime's "
-        "rsiframe.serving.TransformersBackend (auto: when importable) or the builtin one",
+        "rsiframe.dth.serving.TransformersBackend (auto: when importable) or the builtin one",
     )
     parser.add_argument(
         "--cache",

@@ -5,7 +5,7 @@ Two steps, each run by the evaluator in the sandbox with only its own inputs:
 1. **data** — a read-only copy of the candidate's ``data/`` subtree (the working
    directory) and a writable ``$RSI_DATASET_OUT``; must write ``train.jsonl`` rows
    ``{"prompt", "completion"}``. Then the contamination audit (see
-   :mod:`rsiframe.contamination`) runs on the dataset.
+   :mod:`rsiframe.dth.contamination`) runs on the dataset.
 2. **train** — a read-only copy of ``trainer/`` (the working directory), the dataset's
    canonical ``{prompt, completion}`` rows (no other key, no side file) read-only at
    ``$RSI_DATASET`` and a writable ``$RSI_MODEL_OUT``; must write a safetensors model
@@ -13,11 +13,11 @@ Two steps, each run by the evaluator in the sandbox with only its own inputs:
    and ``trainer/``, a superset of what training gets.
 
 No network, ``HOME=/tmp``, ``RSI_THREADS`` threads, the host's kernel-path variables
-(:data:`rsiframe.hostfacts.KERNEL_ENV`). Outputs are cached,
+(:data:`rsiframe.dth.hostfacts.KERNEL_ENV`). Outputs are cached,
 content-addressed, in ``$RSIFRAME_CACHE_DIR`` (default ``~/.cache/rsiframe``): the
 dataset by (data subtree digest, command, threads, framework), the model by (dataset
 digest, trainer subtree digest, command, threads, framework), both also by the sandbox's
-isolation level and the host facts that decide numerics (:mod:`rsiframe.hostfacts`), so
+isolation level and the host facts that decide numerics (:mod:`rsiframe.dth.hostfacts`), so
 an entry built unconfined or on other numerics is never reused. Each manifest carries an
 HMAC under a host key kept in the key folder (masked in every sandbox): an entry is
 re-hashed against its manifest, and the manifest checked against its HMAC, before every
@@ -47,10 +47,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rsiframe import __version__
 from rsiframe.certs.keys import key_dir
-from rsiframe.contamination import AuditResult, ContaminationConfig, build_texts
-from rsiframe.hostfacts import host_facts, kernel_env
+from rsiframe.dth.contamination import AuditResult, ContaminationConfig, build_texts
+from rsiframe.dth.hostfacts import host_facts, kernel_env
+from rsiframe.dth.serving import ModelRefused, check_model_dir
 from rsiframe.sandbox.bwrap import Mount, ProcResult, Sandbox
-from rsiframe.serving import ModelRefused, check_model_dir
 from rsiframe.util import faults
 from rsiframe.util.digest import sha256_bytes, sha256_file, sha256_json
 from rsiframe.util.safefile import is_regular

@@ -5,7 +5,7 @@ every string of every record of the dataset, at any depth (keys too: a ``meta`` 
 is read like ``prompt``), every other file the data step wrote, and every file of the
 train step's own inputs (``trainer/``), as text and, where a file is JSON or JSON lines,
 as the strings inside it (so ``\\u`` escapes do not hide an item). The train step then
-gets only the dataset's canonical ``{prompt, completion}`` rows (:mod:`rsiframe.build`),
+gets only the dataset's canonical ``{prompt, completion}`` rows (:mod:`rsiframe.dth.build`),
 a subset of what was read here.
 
 Character n-gram overlap (default n = 13) between that text (whitespace collapsed) and

@@ -18,8 +18,8 @@ Backends: ``transformers`` (CPU; batched, left-padded generation) and ``vllm`` (
 the ``serve`` extra is importable and a GPU is present). Only a safetensors model folder
 of an allowed architecture (GPT-2, Llama) loads: pickles and remote code are refused.
 
-    python rsiframe/serving.py serve --backend transformers      # the server (JSON on stdin)
-    python rsiframe/serving.py forward --socket S -- CMD ...     # the in-sandbox forwarder
+    python rsiframe/dth/serving.py serve --backend transformers      # the server (JSON on stdin)
+    python rsiframe/dth/serving.py forward --socket S -- CMD ...     # the in-sandbox forwarder
 """
 
 from __future__ import annotations
@@ -1105,7 +1105,7 @@ class ModelServer:
         self.models_root.mkdir(parents=True, exist_ok=True)
         if self.dir is None:
             self.dir = Path(tempfile.mkdtemp(prefix="rsi-srv-"))
-        from rsiframe.hostfacts import kernel_env
+        from rsiframe.dth.hostfacts import kernel_env
 
         m_models, m_serve, m_script = self._mounts()
         view = self.sandbox.view
