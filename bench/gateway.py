@@ -26,9 +26,9 @@ from pathlib import Path
 
 import httpx
 
-from rsiframe.gateway import Gateway, Ledger
+from rsiframe.gateway.app import Gateway, Ledger
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 from rsiframe.recipe.models import ModelSpec
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 
 BODY = {
     "model": "p",

@@ -45,7 +45,7 @@ def script() -> dict[str, Any]:
 def measure(out: Path, *, small: bool, sets: Sequence[str] = ()) -> dict[str, Any]:
     """Run one generation against a fresh stub; the run's and the stub's counts (the
     run's cost summed from its ``model_call`` events, since ``status`` rounds it)."""
-    from rsiframe.stubllm import Script, ServerThread, StubLLM
+    from rsiframe.gateway.stub import Script, ServerThread, StubLLM
 
     stub = StubLLM(Script.model_validate(script()))
     overrides = ["budget.max_generations=1", *([SMALL_SPLIT] if small else []), *sets]

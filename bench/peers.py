@@ -5,7 +5,7 @@ Every framework gets the same nothing-to-do work, so what is measured is the fra
 - OpenEvolve and GEPA, from their released packages in their own venv (created on first
   use: ``pip install openevolve gepa`` into ``--venv``, default
   ``~/.cache/rsiframe-bench/peers``), ask an instant stub OpenAI-compatible endpoint on
-  loopback (``rsiframe.stubllm`` in its own process) for every child, and score it with a
+  loopback (``rsiframe.gateway.stub`` in its own process) for every child, and score it with a
   no-op evaluator (OpenEvolve: a constant; GEPA: a counter, so every proposal is accepted
   into its pool, as rsiframe's ``always`` gate admits every child). One worker each.
 - rsiframe runs ``bench/overhead.py``'s run: a no-op mutator, the process sandbox, two
@@ -150,7 +150,15 @@ def start_stub(tmp: Path, calls: int) -> tuple[subprocess.Popen[bytes], str]:
     script.write_text(json.dumps({"answers": answers, "default": {"status": 500}}))
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rsiframe.stubllm", "--script", str(script), "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "rsiframe.gateway.stub",
+            "--script",
+            str(script),
+            "--port",
+            str(port),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

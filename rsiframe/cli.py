@@ -870,7 +870,7 @@ def operators_describe(name: str, as_json: bool) -> None:
 @friendly
 def stub_llm(script: Path, host: str, port: int) -> None:
     """Serve a scripted OpenAI-compatible stub endpoint (tests, demos; GET /stub/stats)."""
-    from rsiframe.stubllm import Script, StubLLM, uvicorn
+    from rsiframe.gateway.stub import Script, StubLLM, uvicorn
 
     stub = StubLLM(Script.load(script))
     click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")

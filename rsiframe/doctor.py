@@ -200,7 +200,7 @@ def model_checks(
     models: Mapping[str, Any], environ: Mapping[str, str] | None = None
 ) -> list[Check]:
     """One tiny, metered call to each declared model through a gateway of its own."""
-    from rsiframe.gateway import Gateway, Ledger
+    from rsiframe.gateway.app import Gateway, Ledger
 
     checks: list[Check] = []
     reachable = {}
@@ -247,7 +247,7 @@ def _ping(gw: Any, name: str, spec: Any) -> Check:
 def _entries(gw: Any) -> list[Any]:
     import json
 
-    from rsiframe.ledger import Entry
+    from rsiframe.gateway.ledger import Entry
 
     lines = gw.ledger.path.read_text().splitlines() if gw.ledger.path.exists() else []
     return [Entry(**json.loads(line)) for line in lines]

@@ -28,8 +28,8 @@ from rsiframe.archive.snapshot import save_snapshot
 from rsiframe.archive.state import Candidate
 from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
+from rsiframe.gateway.runmodels import RunModels, budget_refusal
 from rsiframe.inflight import Closure, Inflight
-from rsiframe.modelrun import RunModels, budget_refusal
 from rsiframe.review import gate, record, reflect
 from rsiframe.runstart import RunParts, create_run, open_run
 from rsiframe.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure

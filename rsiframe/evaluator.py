@@ -20,7 +20,7 @@ server (:mod:`rsiframe.dth.serving`), and runs the agent behind an in-sandbox fo
 that exposes that endpoint, and nothing else, at ``$OPENAI_BASE_URL`` with the
 model name in ``$RSI_MODEL``. The server meters the tokens of each evaluation.
 With ``model`` (a model the recipe declares) the agent reaches that model the same way,
-through the run's model gateway (:mod:`rsiframe.gateway`): each evaluation gets its own
+through the run's model gateway (:mod:`rsiframe.gateway.app`): each evaluation gets its own
 socket and token (never a provider key), and the gateway meters every call to the
 candidate under slot ``evaluate``.
 

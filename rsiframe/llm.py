@@ -1,7 +1,7 @@
 """The client operators use to reach models: always through the run's gateway.
 
 An operator names a model from the recipe's ``models:`` and calls
-``llm.current().chat(model, messages, ...)``. The engine (:mod:`rsiframe.modelrun`)
+``llm.current().chat(model, messages, ...)``. The engine (:mod:`rsiframe.gateway.runmodels`)
 installs a client bound to the operator's own gateway token, candidate and slot with
 :func:`use` around each operator call; tests do the same. The gateway, not this client,
 meters and records every call; :class:`Completion` only reports what the gateway said.

@@ -25,8 +25,8 @@ from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signe
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluator import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
 from rsiframe.executor import Executor, LocalExecutor, check, open_executor, session_spec
-from rsiframe.modelrun import FOLDER as MODELS_FOLDER
-from rsiframe.modelrun import REPLAY_OF
+from rsiframe.gateway.runmodels import FOLDER as MODELS_FOLDER
+from rsiframe.gateway.runmodels import REPLAY_OF
 from rsiframe.preflight import plan
 from rsiframe.recipe import load as recipe_mod
 from rsiframe.recipe.overrides import folder_safe

@@ -12,11 +12,11 @@ import pytest
 
 from rsiframe import llm
 from rsiframe.api import CandidateView, MutateContext, Rollout
-from rsiframe.gateway import Gateway, Ledger
+from rsiframe.gateway.app import Gateway, Ledger
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, ToolCall
 from rsiframe.operators.agent_cli import AgentCli, AgentCliConfig, find_cli
 from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, ToolCall
 
 pytestmark = [
     pytest.mark.e2e,

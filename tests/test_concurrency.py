@@ -314,7 +314,7 @@ class Priced(MutateOperator):
 
 @pytest.mark.parametrize("mode", ["generational", "steady"])
 def test_mutations_in_flight_never_overrun_cost_or_tokens(mini: Mini, mode: str) -> None:
-    from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
+    from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 
     stub = StubLLM(Script(answers=[Answer(content="y" * 200, repeat=True)]))
     srv = ServerThread(stub.app).start()

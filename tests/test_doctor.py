@@ -11,8 +11,8 @@ import yaml
 from conftest import REPO, cli
 
 from rsiframe.doctor import MACHINE, needs
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, count_tokens
 from rsiframe.recipe.load import load
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, count_tokens
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}
 

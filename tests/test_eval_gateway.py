@@ -11,12 +11,12 @@ import pytest
 from rsiframe.errors import RecipeError
 from rsiframe.evaluation import TaskRunner
 from rsiframe.evaluator import LocalEngine, LocalEngineConfig
-from rsiframe.gateway import Gateway, Ledger
+from rsiframe.gateway.app import Gateway, Ledger
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
 from rsiframe.preflight import evaluator_model
 from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 from rsiframe.tasks.taskset import load_task
 
 SECRET = "sk-provider-secret-0123456789"
@@ -156,7 +156,7 @@ class _Endpoint:
         self.folder = folder
 
     def harness(self, sb, argv):  # type: ignore[no-untyped-def]
-        from rsiframe.gateway import SandboxEndpoint
+        from rsiframe.gateway.app import SandboxEndpoint
 
         return SandboxEndpoint("e", self.folder, "rsi-tok", "solver").harness(sb, argv)
 

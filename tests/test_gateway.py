@@ -15,10 +15,10 @@ import openai
 import pytest
 
 from rsiframe import llm
-from rsiframe.gateway import Gateway, Ledger, Limits
+from rsiframe.gateway.app import Gateway, Ledger, Limits
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, count_tokens
 from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import Mount, bwrap_works, make_sandbox
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, count_tokens
 
 KEY = "sk-provider-SECRET-0123456789"
 MSG = [{"role": "user", "content": "please fix the function"}]
@@ -325,7 +325,7 @@ def test_the_gateway_runs_as_its_own_process(tmp_path: Path) -> None:
     srv = ServerThread(stub.app).start()
     recipe = Path(__file__).resolve().parents[1] / "recipes" / "llm-hill-climb.yaml"
     env = {**os.environ, "LLM_BASE_URL": srv.url, "LLM_API_KEY": KEY}
-    cmd = [sys.executable, "-m", "rsiframe.gateway", "--recipe", str(recipe)]
+    cmd = [sys.executable, "-m", "rsiframe.gateway.app", "--recipe", str(recipe)]
     proc = subprocess.Popen(
         [*cmd, "--state", str(tmp_path), "--port", "0"], stdout=subprocess.PIPE, env=env, text=True
     )

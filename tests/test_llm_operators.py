@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from rsiframe import llm
 from rsiframe.api import CandidateView, MutateContext, ReflectContext, Rollout
-from rsiframe.gateway import Gateway, Ledger
+from rsiframe.gateway.app import Gateway, Ledger
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 from rsiframe.operators import agent_cli
 from rsiframe.operators.agent_cli import AgentCli, AgentCliConfig, render_command
 from rsiframe.operators.llm_edit import EditRejected, LlmEdit, LlmEditConfig
@@ -23,7 +24,6 @@ from rsiframe.operators.llm_evidence import LlmEvidence, LlmEvidenceConfig
 from rsiframe.operators.llm_lessons import LlmLessons, LlmLessonsConfig
 from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 
 PARENT = CandidateView("c0", None, 0, "admitted", "abc", "def", "seed")
 ROLLOUT = Rollout(

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, cli, events, make_mini, status_json
 
 from rsiframe.archive.log import get_artifact
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 
 MODELS = """\
 models:

@@ -20,8 +20,8 @@ import pytest
 import yaml
 from conftest import cli, cli_proc, events, make_mini, status_json
 
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 from rsiframe.sandbox.bwrap import bwrap_works
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
 
 KEY = "sk-provider-secret-0123456789"
 EDIT = (
@@ -318,7 +318,7 @@ def gateways_of(run: Path) -> list[int]:
             argv = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"rsiframe.gatewayproc" in argv and str(run / "model-calls").encode() in argv:
+        if b"rsiframe.gateway.process" in argv and str(run / "model-calls").encode() in argv:
             pids.append(int(cmdline.parent.name))
     return pids
 

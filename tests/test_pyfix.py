@@ -57,9 +57,9 @@ def test_seed_agent_solves_a_task_through_the_gateway_with_scripted_tool_calls(
     import os
     import shutil
 
-    from rsiframe.gateway import Gateway, Ledger
+    from rsiframe.gateway.app import Gateway, Ledger
+    from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, ToolCall
     from rsiframe.recipe.models import ModelSpec
-    from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, ToolCall
 
     gen = _generator()
     i, spec = next((i, s) for i, s in enumerate(gen.SPECS, start=1) if s.name == "gcd")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import Mini, cli_proc, events, make_mini
 
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 
 ENV = {"REPLAY_LLM_URL": "", "REPLAY_LLM_KEY": ""}  # unset for the replay: no endpoint
 MODELS = """\
@@ -164,7 +164,7 @@ def test_an_archive_only_gateway_answers_recorded_requests_and_refuses_the_rest(
 ) -> None:
     """The gateway of a replay, on its own: no endpoint, no key variable."""
     from rsiframe.errors import ModelError
-    from rsiframe.gateway import Gateway, Ledger
+    from rsiframe.gateway.app import Gateway, Ledger
     from rsiframe.recipe.models import ModelSpec
 
     spec = ModelSpec.model_validate(

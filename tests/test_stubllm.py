@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from rsiframe.stubllm import Answer, Script, ServerThread, StubLLM, count_tokens
+from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, count_tokens
 
 MSG = [{"role": "user", "content": "fix the bug"}]
 
@@ -110,7 +110,7 @@ def test_streams_chat_and_text_with_usage_and_slow_chunks() -> None:
 
 
 def test_models_completions_responses_messages_and_tool_calls() -> None:
-    from rsiframe.stubllm import ToolCall
+    from rsiframe.gateway.stub import ToolCall
 
     _stub, srv = _serve(
         Answer(content="done"),

@@ -1,7 +1,7 @@
 """Models declared in a recipe (``models:``), and the checks ``recipe check`` makes on them.
 
 Operators name a model (``config: {model: proposer}``), never a URL or a key; the
-gateway (:mod:`rsiframe.gateway`) alone resolves a name to its endpoint and key.
+gateway (:mod:`rsiframe.gateway.app`) alone resolves a name to its endpoint and key.
 
 ```yaml
 models:

@@ -86,7 +86,7 @@ class OperatorCalls:
         #: (candidate, slot) -> the generation whose start state the call sees (None: live)
         self.horizon: Callable[[str, str], int | None] = lambda cid, slot: None
         #: (candidate, slot, operator config) -> the call's models (``llm.use`` around it;
-        #: :meth:`rsiframe.modelrun.RunModels.scope`); none for a run without models
+        #: :meth:`rsiframe.gateway.runmodels.RunModels.scope`); none for a run without models
         self.models: Callable[[str, str, Any], contextlib.AbstractContextManager[Any]] = _no_models
         #: runs before every call (the engine: the writer's events are made durable first)
         self.before_call: Callable[[], None] = lambda: None

@@ -22,7 +22,7 @@ Tokens are counted the same way everywhere: ``max(1, ceil(len(text) / 4))`` of t
 prompt text (every message's content joined) and of the answer.
 
     rsiframe stub-llm --script answers.yaml --port 8765
-    python -m rsiframe.stubllm --script answers.yaml --port 8765
+    python -m rsiframe.gateway.stub --script answers.yaml --port 8765
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rsiframe.errors import RecipeError
-from rsiframe.gateway import estimate_tokens, prompt_text
+from rsiframe.gateway.app import estimate_tokens, prompt_text
 
 
 class ToolCall(BaseModel):
@@ -406,7 +406,7 @@ def serve(script: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="rsiframe.stubllm", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="rsiframe.gateway.stub", description=__doc__.split("\n")[0])
     ap.add_argument("--script", type=Path, required=True)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8765)

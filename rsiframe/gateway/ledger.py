@@ -1,6 +1,6 @@
 """The model-call ledger: one fsynced JSON line per metered call, evidence beside it.
 
-The gateway (:mod:`rsiframe.gateway`) is its only writer. Each :class:`Entry` is what the
+The gateway (:mod:`rsiframe.gateway.app`) is its only writer. Each :class:`Entry` is what the
 engine will turn into a ``model_call`` event (tokens, cost, latency, model, consumer,
 candidate, slot, request digest, evidence digests); :meth:`Ledger.put` stores request and
 response bodies content-addressed under ``evidence/``. Reopening a folder folds the lines

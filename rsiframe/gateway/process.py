@@ -1,6 +1,6 @@
 """The run's model gateway as a process of its own (the side that runs in that process).
 
-The engine (:mod:`rsiframe.modelrun`) starts it with the provider keys in its
+The engine (:mod:`rsiframe.gateway.runmodels`) starts it with the provider keys in its
 environment and keeps its stdin open; nothing else of the run holds a key. Protocol:
 
 1. the engine writes one JSON line: ``{"models": {...}, "limits": {...}, "elsewhere":
@@ -16,7 +16,7 @@ environment and keeps its stdin open; nothing else of the run holds a key. Proto
 The admin socket mints and revokes consumer tokens and sandbox endpoints for the engine
 (``POST /consumer``, ``/sandbox``, ``/revoke``, ``/elsewhere``); sandboxes never see it.
 
-    python -m rsiframe.gatewayproc --state RUN/model-calls < config-line
+    python -m rsiframe.gateway.process --state RUN/model-calls < config-line
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from rsiframe.errors import RsiError
-from rsiframe.gateway import Consumer, Gateway, Limits
-from rsiframe.ledger import Ledger
+from rsiframe.gateway.app import Consumer, Gateway, Limits
+from rsiframe.gateway.ledger import Ledger
 from rsiframe.recipe.models import ModelSpec
 
 ADMIN_SOCKET = "admin.sock"
@@ -150,7 +150,9 @@ def serve(state: Path, config: dict[str, Any]) -> tuple[Gateway, str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="rsiframe.gatewayproc", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="rsiframe.gateway.process", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--state", type=Path, required=True, help="the run's model-calls folder")
     args = ap.parse_args(argv)
     try:

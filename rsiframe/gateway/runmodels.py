@@ -1,6 +1,6 @@
 """A run's models, seen from the engine: its gateway process, operator scopes, the ledger.
 
-:class:`RunModels` starts the run's gateway (:mod:`rsiframe.gatewayproc`) as a process of
+:class:`RunModels` starts the run's gateway (:mod:`rsiframe.gateway.process`) as a process of
 its own, with the provider keys in that process's environment only (they leave this
 process's ``os.environ`` while the gateway runs, so no sandbox, evaluation or operator
 started from here inherits one). Each operator call runs in :meth:`RunModels.scope`:
@@ -34,8 +34,8 @@ from rsiframe import llm
 from rsiframe.archive import events as E
 from rsiframe.archive.state import RunState
 from rsiframe.errors import ModelError
-from rsiframe.gateway import SandboxEndpoint
-from rsiframe.ledger import Entry
+from rsiframe.gateway.app import SandboxEndpoint
+from rsiframe.gateway.ledger import Entry
 from rsiframe.recipe.schema import Recipe
 
 #: the folder of a run holding the gateway's ledger and evidence
@@ -207,7 +207,7 @@ class RunModels:
         self.folder.mkdir(parents=True, exist_ok=True)
         log = (self.folder / "gateway.log").open("a")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rsiframe.gatewayproc", "--state", str(self.folder)],
+            [sys.executable, "-m", "rsiframe.gateway.process", "--state", str(self.folder)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,

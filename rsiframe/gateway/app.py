@@ -25,7 +25,7 @@ gateway
 Sandboxes reach it through a Unix socket in a folder of their own (:meth:`Gateway.
 sandbox_endpoint`), mounted into the no-network sandbox behind ``serving.py forward``.
 
-    python -m rsiframe.gateway --recipe R.yaml --state DIR --port 8790
+    python -m rsiframe.gateway.app --recipe R.yaml --state DIR --port 8790
 
 Engine wiring (to come; nothing in the engine uses this module yet): the engine starts one
 ``Gateway(recipe.models, Ledger(run/model-calls, on_record=...), limits=Limits(budget.
@@ -65,7 +65,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rsiframe.errors import RsiError
-from rsiframe.ledger import Entry, Ledger
+from rsiframe.gateway.ledger import Entry, Ledger
 from rsiframe.recipe.models import ModelSpec, ResolvedModel
 from rsiframe.util.digest import sha256_json
 
@@ -850,7 +850,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run a gateway for a recipe's models until interrupted (prints a consumer token)."""
     from rsiframe.recipe import load as recipe_mod
 
-    ap = argparse.ArgumentParser(prog="rsiframe.gateway", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="rsiframe.gateway.app", description=__doc__.split("\n")[0])
     ap.add_argument("--recipe", type=Path, required=True)
     ap.add_argument("--state", type=Path, required=True, help="folder for ledger and evidence")
     ap.add_argument("--port", type=int, default=8790)
@@ -865,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
             limits=Limits(r.budget.max_model_tokens, r.budget.max_cost),
         ).start(args.port)
     except RsiError as exc:
-        print(f"rsiframe.gateway: error: {exc}", file=sys.stderr)
+        print(f"rsiframe.gateway.app: error: {exc}", file=sys.stderr)
         return exc.exit_code
     token = gw.consumer("cli").token
     print(json.dumps({"url": gw.url, "token": token}), flush=True)
