@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from rsiframe.evaluator import LocalEngine
+from rsiframe.evaluators.local import LocalEngine
 from rsiframe.preflight import plan
 from rsiframe.tasks.taskset import tasks_by_split
 

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from rsiframe.errors import RsiError
-from rsiframe.evaluator import LocalEngine, LocalEngineConfig, run_tasks
-from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
+from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig
+from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig, run_tasks
 from rsiframe.sandbox.bwrap import Mount, make_sandbox
 from rsiframe.tasks.taskset import TaskSet
 

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from rsiframe.dth.hostfacts import KERNEL_ENV, host_facts
-from rsiframe.evaluator import LocalEngine
+from rsiframe.evaluators.local import LocalEngine
 from rsiframe.preflight import plan
 from rsiframe.tasks.taskset import tasks_by_split
 

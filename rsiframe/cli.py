@@ -743,7 +743,7 @@ def tasks_check(path: Path, oracle: bool, engines: tuple[str, ...], as_json: boo
     """Validate PATH, a Harbor task folder or a folder of tasks: one line per problem.
 
     Exit 0 when there is none, 1 when there are problems, 2 when PATH holds no task."""
-    from rsiframe.taskcheck import ENGINES, check
+    from rsiframe.evaluators.taskcheck import ENGINES, check
 
     report = check(path, oracle=oracle, engines=engines or ENGINES)
     if as_json:

@@ -95,7 +95,7 @@ def check_docker() -> tuple[bool, str]:
 
 
 def check_harbor() -> tuple[bool, str]:
-    from rsiframe import harborenv
+    from rsiframe.evaluators.harbor import venv as harborenv
 
     try:
         py = harborenv.python(create=False)

@@ -21,13 +21,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rsiframe import health
 from rsiframe.archive import events as E
 from rsiframe.archive.log import Event
 from rsiframe.archive.snapshot import save_snapshot
 from rsiframe.archive.state import Candidate
 from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.evaluation import Job, Stages, TaskRunner, base_split, evaluate
+from rsiframe.evaluators import health
 from rsiframe.gateway.runmodels import RunModels, budget_refusal
 from rsiframe.inflight import Closure, Inflight
 from rsiframe.review import gate, record, reflect

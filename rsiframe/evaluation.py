@@ -24,7 +24,7 @@ from rsiframe.budget import BudgetGuard
 from rsiframe.certify import FinishedEvaluation
 from rsiframe.dth.build import BuildRejected
 from rsiframe.errors import ClusterLost
-from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
+from rsiframe.evaluators.local import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.executor import Executor, LocalExecutor
 from rsiframe.recipe.schema import Recipe, StageSpec
 from rsiframe.slots.calls import Progress, Timings

@@ -1,8 +1,8 @@
 """Where an evaluation of a verified export runs: in this process, or on a Ray cluster.
 
 The engine hands every evaluation (and rollout) to one :class:`Executor` with the same
-arguments :func:`rsiframe.evaluator.run_tasks` takes, and gets the same
-:class:`~rsiframe.evaluator.EvaluationOutput` back, with ``executor`` saying where it ran
+arguments :func:`rsiframe.evaluators.local.run_tasks` takes, and gets the same
+:class:`~rsiframe.evaluators.local.EvaluationOutput` back, with ``executor`` saying where it ran
 (the kind and the worker node; certificates record it). ``local`` runs the evaluator here;
 ``ray`` (:mod:`rsiframe.rayexec`, the ``cluster`` extra) runs it as a Ray task on a
 worker and keeps signing, the key and the archive on the driver.
@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from rsiframe.errors import ClusterError
-from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun, run_tasks
+from rsiframe.evaluators.local import EvaluationOutput, LocalEngine, Put, TaskRun, run_tasks
 from rsiframe.recipe.executor import ExecutorSpec, with_address
 from rsiframe.tasks.taskset import TaskSet
 

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from rsiframe.archive.log import put_artifact
 from rsiframe.errors import RunFolderError
-from rsiframe.evaluator import make_evaluator, run_tasks
+from rsiframe.evaluators.local import make_evaluator, run_tasks
 from rsiframe.preflight import Plan, plan
 from rsiframe.stats import ALPHA, bootstrap_ci, mcnemar
 from rsiframe.tasks.taskset import tasks_by_split

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rsiframe.errors import RecipeError, TaskSetError
-from rsiframe.evaluator import preflight_engine
+from rsiframe.evaluators.local import preflight_engine
 from rsiframe.executor import check as check_executor
 from rsiframe.executor import session_spec
 from rsiframe.recipe import load as recipe_mod

@@ -18,9 +18,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from rsiframe import health
 from rsiframe.archive.log import Event
 from rsiframe.archive.state import RunState
+from rsiframe.evaluators import health
 from rsiframe.slots.calls import Progress as ProgressSink
 
 

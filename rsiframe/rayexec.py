@@ -32,7 +32,7 @@ from typing import Any
 
 from rsiframe.dth.build import BuildRejected
 from rsiframe.errors import ClusterError, ClusterLost
-from rsiframe.evaluator import EvaluationOutput, LocalEngine, Put, TaskRun
+from rsiframe.evaluators.local import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.rayworker import (
     Job,
     JobResult,

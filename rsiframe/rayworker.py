@@ -5,7 +5,7 @@ from the driver in one :class:`Job`: the candidate's verified export as bytes (c
 here against its git tree hash), the task folders (checked against the file rows the
 driver packed), the evaluator's frozen config and the fingerprint the run locked. A
 worker whose evaluator differs (other code, weaker isolation) refuses to evaluate. The
-evaluation itself is the same :class:`~rsiframe.evaluator.LocalEngine` the driver would
+evaluation itself is the same :class:`~rsiframe.evaluators.local.LocalEngine` the driver would
 run: the same sandbox, and for D/T/H the same build cache (``$RSIFRAME_CACHE_DIR`` on
 the worker's node) and model server. The worker never sees the signing key: it returns
 rewards, trajectories, logs and the model identity, and the driver alone signs.
@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from rsiframe.dth.build import BuildRejected, Built, files_of
-from rsiframe.evaluator import LocalEngine, TaskRun, make_evaluator
+from rsiframe.evaluators.local import LocalEngine, TaskRun, make_evaluator
 from rsiframe.repo.gittree import (
     MODE_EXEC,
     MODE_FILE,

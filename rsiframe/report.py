@@ -10,12 +10,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from rsiframe import health
 from rsiframe.archive.loader import LoadedRun
 from rsiframe.archive.log import chain_head
 from rsiframe.archive.state import CANDIDATE_STATES, Candidate, RunState
 from rsiframe.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
+from rsiframe.evaluators import health
 from rsiframe.recipe.schema import Budget
 
 

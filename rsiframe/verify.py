@@ -47,7 +47,7 @@ from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.drift import operator_drift, task_drift
 from rsiframe.dth.hostfacts import describe, differing
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
-from rsiframe.evaluator import (
+from rsiframe.evaluators.local import (
     EvaluationOutput,
     evaluator_changes,
     evaluator_parts,

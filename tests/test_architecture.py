@@ -168,7 +168,7 @@ def test_operators_use_only_the_public_api() -> None:
             "rsiframe.engine",
             "rsiframe.archive.state",
             "rsiframe.archive.log",
-            "rsiframe.evaluator",
+            "rsiframe.evaluators.local",
         }, f"{p.name} reaches {sorted(reached)}"
 
 

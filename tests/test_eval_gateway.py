@@ -10,10 +10,10 @@ import pytest
 
 from rsiframe.errors import RecipeError
 from rsiframe.evaluation import TaskRunner
-from rsiframe.evaluator import LocalEngine, LocalEngineConfig
+from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig
+from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
 from rsiframe.gateway.app import Gateway, Ledger
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
-from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
 from rsiframe.preflight import evaluator_model
 from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
@@ -189,7 +189,7 @@ def test_the_terminal_seed_agent_solves_a_task_on_harbor_through_the_gateway(
 ) -> None:
     import shutil
 
-    from rsiframe.evaluator import run_tasks
+    from rsiframe.evaluators.local import run_tasks
     from rsiframe.tasks.taskset import TaskSet
 
     repo = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""rsiframe.evaluator: the local engine on tiny Harbor tasks, in both sandboxes."""
+"""rsiframe.evaluators.local: the local engine on tiny Harbor tasks, in both sandboxes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
+from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
 from rsiframe.sandbox import cgroups
 from rsiframe.sandbox.bwrap import ProcessSandbox, bwrap_works
 from rsiframe.tasks.taskset import Task, load_task
@@ -411,8 +411,8 @@ def test_parse_reward_missing(tmp_path: Path) -> None:
 def test_the_fingerprint_covers_the_build_config_and_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rsiframe import evaluator
     from rsiframe.dth import serving
+    from rsiframe.evaluators import local as evaluator
 
     plain = LocalEngine(LocalEngineConfig(agent="true", sandbox="process"), tmp_path)
     built = LocalEngine(

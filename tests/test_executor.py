@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import Mini, cli, events, make_mini
 
-from rsiframe.evaluator import LocalEngineConfig
+from rsiframe.evaluators.local import LocalEngineConfig
 from rsiframe.rayworker import (
     Job,
     PackMismatch,
@@ -159,7 +159,7 @@ def test_unpack_refuses_to_write_through_a_link(tmp_path: Path) -> None:
 
 
 def _job(mini: Mini, tmp_path: Path, **over: object) -> tuple[Job, TaskPack]:
-    from rsiframe.evaluator import LocalEngine
+    from rsiframe.evaluators.local import LocalEngine
 
     config = LocalEngineConfig(agent='python3 "$RSI_CANDIDATE/agent.py"', sandbox="process")
     engine = LocalEngine(config, tmp_path / "w")

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from conftest import REPO, cli
 
-from rsiframe import harborenv
 from rsiframe.certs.keys import key_dir
-from rsiframe.evaluator import LocalEngine, LocalEngineConfig, run_tasks
-from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig
+from rsiframe.evaluators.harbor import venv as harborenv
+from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig
+from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig, run_tasks
 from rsiframe.tasks.taskset import TaskSet
 
 SAT3 = REPO / "tasks" / "sat3"

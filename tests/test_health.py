@@ -9,9 +9,9 @@ from pathlib import Path
 
 from conftest import Mini, cli, events, status_json
 
-from rsiframe import health
 from rsiframe.archive.log import get_artifact, get_json
 from rsiframe.archive.runfolder import RunPaths
+from rsiframe.evaluators import health
 
 
 def _run(mini: Mini, *sets: str) -> tuple[Path, object]:

@@ -124,7 +124,7 @@ def test_a_worker_lost_mid_evaluation_is_a_failed_attempt_retried_as_usual(
 def test_a_worker_with_another_evaluator_is_refused(
     mini: Mini, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rsiframe import evaluator
+    from rsiframe.evaluators import local as evaluator
 
     # the driver's evaluator code differs from what the workers run: nothing is certified
     monkeypatch.setattr(evaluator, "_code_digest", lambda: "other-code")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from rsiframe.evaluator import LocalEngine, LocalEngineConfig
+from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
 
 SAT3 = REPO / "tasks" / "sat3"

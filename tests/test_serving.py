@@ -28,7 +28,7 @@ from rsiframe.dth.serving import (
     ServerError,
     check_model_dir,
 )
-from rsiframe.evaluator import serving_file
+from rsiframe.evaluators.local import serving_file
 from rsiframe.sandbox.bwrap import Mount, make_sandbox
 
 

@@ -75,7 +75,7 @@ def test_the_viewer_reaches_only_the_read_side_transitively() -> None:
     }
     assert reached <= READ_SIDE | BELOW_READ_SIDE, sorted(reached - READ_SIDE - BELOW_READ_SIDE)
     assert not reached & {
-        "rsiframe.evaluator",
+        "rsiframe.evaluators.local",
         "rsiframe.dth.build",
         "rsiframe.dth.serving",
         "rsiframe.sandbox.bwrap",

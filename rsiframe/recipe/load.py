@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from rsiframe import yamlsafe
 from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
 from rsiframe.errors import RecipeError
-from rsiframe.evaluator import ENGINES
+from rsiframe.evaluators.local import ENGINES
 from rsiframe.recipe.executor import ExecutorSpec
 from rsiframe.recipe.overrides import absolutize, labelled, merge, overrides, run_label
 from rsiframe.recipe.schema import Recipe

@@ -20,7 +20,7 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rsiframe.evaluator import LocalEngine, LocalEngineConfig
+from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
 
 if TYPE_CHECKING:

@@ -206,7 +206,7 @@ def evaluator_identity(engine: str, factory: Any) -> dict[str, Any]:
 def certified_code(recipe_lock: Path) -> dict[str, Any]:
     """The evaluator part of a certificate's code identity: the evaluator engine's code and
     the gate operator's, as the run locked them (``resume`` refuses a change)."""
-    from rsiframe.evaluator import ENGINES
+    from rsiframe.evaluators.local import ENGINES
 
     lock = json.loads(recipe_lock.read_text())
     engine = lock["resolved"]["evaluator"]["engine"]

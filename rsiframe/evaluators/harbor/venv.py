@@ -4,7 +4,7 @@ Harbor needs Python >= 3.12 while rsiframe supports 3.11, so Harbor runs out of 
 from its own venv (``$RSIFRAME_CACHE_DIR/harbor/harbor-<version>``), created on first
 use (about 1.5 minutes, 426 MB) or by ``make harbor``. When rsiframe itself runs on >= 3.12
 with that Harbor installed, its own interpreter is used. The plug-ins Harbor loads by
-import path (:mod:`rsiframe.inharbor`) are staged into a folder of their own and put on
+import path (:mod:`rsiframe.evaluators.harbor.plugins`) are staged into a folder of their own and put on
 ``PYTHONPATH``, so Harbor's process imports them and nothing else of rsiframe.
 """
 
@@ -116,7 +116,7 @@ def _create(venv: Path, say: Callable[[str], None]) -> Path:
 
 
 def plugin_sources() -> dict[str, bytes]:
-    here = Path(__file__).parent / "inharbor"
+    here = Path(__file__).parent / "plugins"
     return {name: (here / name).read_bytes() for name in PLUGIN_FILES}
 
 

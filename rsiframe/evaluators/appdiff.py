@@ -21,7 +21,7 @@ MAX_FILE_BYTES = 256 << 10
 MAX_TOTAL_BYTES = 1 << 20
 MAX_FILES = 50
 MAX_SCANNED = 20_000  # a huge /app is noted, not walked to the end
-#: the evaluator's wording for a non-zero exit that left /app as it was (rsiframe.health)
+#: the evaluator's wording for a non-zero exit that left /app as it was (rsiframe.evaluators.health)
 UNTOUCHED = "before changing /app"
 
 Signature = tuple[int, int, int, str]  # mode, size, mtime_ns, link target

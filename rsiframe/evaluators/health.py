@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rsiframe.appdiff import UNTOUCHED
 from rsiframe.archive.state import Candidate
+from rsiframe.evaluators.appdiff import UNTOUCHED
 
 COULD_NOT_START = "agent could not start"
 EXITED_EARLY = "agent exited non-zero before doing anything"

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rsiframe.errors import TaskSetError
-from rsiframe.evaluator import LocalEngine, LocalEngineConfig, TaskRun, run_tasks
-from rsiframe.harbor_engine import HarborEngine, HarborEngineConfig, harbor_task_problems
+from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig, harbor_task_problems
+from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig, TaskRun, run_tasks
 from rsiframe.tasks.taskset import Task, TaskSet, load_task
 
 ORACLE_AGENT = 'bash "$RSI_CANDIDATE/solutions/$RSI_TASK_ID/solve.sh"'

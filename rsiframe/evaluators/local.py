@@ -43,12 +43,14 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rsiframe import __version__, appdiff, harbor_engine
+from rsiframe import __version__
 from rsiframe.dth import serving
 from rsiframe.dth.build import BuildConfig, Builder, BuildRejected, Built
 from rsiframe.dth.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.dth.serving import ModelRefused, ModelServer
 from rsiframe.errors import LockMismatch
+from rsiframe.evaluators import appdiff
+from rsiframe.evaluators.harbor import engine as harbor_engine
 from rsiframe.sandbox import appcopy, taskimage
 from rsiframe.sandbox import docker as docker_sandbox
 from rsiframe.sandbox.bwrap import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox

@@ -2,15 +2,15 @@
 
 rsiframe writes a Harbor job config (the split's task folders, ``n_concurrent_trials``
 from ``concurrency``, the environment by name, the agent) and runs ``harbor run -c`` from
-Harbor's own venv (:mod:`rsiframe.harborenv`, ``HARBOR_TELEMETRY=0``). The agent is the
-candidate's own harness through :class:`rsiframe.inharbor.agent.CandidateAgent`, which
+Harbor's own venv (:mod:`rsiframe.evaluators.harbor.venv`, ``HARBOR_TELEMETRY=0``). The agent is the
+candidate's own harness through :class:`rsiframe.evaluators.harbor.plugins.agent.CandidateAgent`, which
 starts the candidate's command inside the environment via its ``exec`` (candidate code
 never runs in Harbor's process), or a Harbor built-in agent (``harbor_agent``) whose
 kwargs may come from the candidate's files (``agent_config``). Environments: ``bwrap``
-(:mod:`rsiframe.inharbor.environment`, the default), ``docker`` (needs Compose v2), and
+(:mod:`rsiframe.evaluators.harbor.plugins.environment`, the default), ``docker`` (needs Compose v2), and
 the cloud sandboxes by name with their kwargs.
 
-Each trial's ``result.json`` becomes a :class:`~rsiframe.evaluator.TaskRun`: reward,
+Each trial's ``result.json`` becomes a :class:`~rsiframe.evaluators.local.TaskRun`: reward,
 exception, phase timings, agent tokens and cost, and the trial's files (ATIF trajectory
 included) as content-addressed artifacts; the whole job folder is kept as a manifest of
 artifacts. Harbor's version is part of the fingerprint, so another Harbor refuses resume.
@@ -43,15 +43,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rsiframe import __version__, harborenv
+from rsiframe import __version__
 from rsiframe.certs.keys import key_dir
 from rsiframe.errors import EngineUnavailable, TaskSetError
+from rsiframe.evaluators.harbor import venv as harborenv
 from rsiframe.sandbox.bwrap import host_secrets
 from rsiframe.tasks.taskset import Task, TaskSet
 from rsiframe.util.digest import sha256_bytes, sha256_json
 
 if TYPE_CHECKING:
-    from rsiframe.evaluator import EvaluationOutput, HarnessEndpoint, ModelEndpoints, TaskRun
+    from rsiframe.evaluators.local import EvaluationOutput, HarnessEndpoint, ModelEndpoints, TaskRun
 
 TAIL = 4000
 
@@ -252,7 +253,7 @@ class HarborEngine:
     ) -> EvaluationOutput:
         """Run ``tasks`` as one Harbor job; each trial's outcome goes to ``on_done`` as it
         finishes, and the job folder becomes evidence."""
-        from rsiframe.evaluator import EvaluationOutput, gateway_endpoint
+        from rsiframe.evaluators.local import EvaluationOutput, gateway_endpoint
 
         # a model name without models: is Harbor's own business (no gateway hook then)
         ep = gateway_endpoint(self.config.model, model_endpoint) if model_endpoint else None
@@ -333,7 +334,7 @@ class HarborEngine:
         return self._proc.returncode
 
     def _trial_run(self, trial: Path, by_path: dict[str, Task]) -> tuple[TaskRun, dict[str, bytes]]:
-        from rsiframe.evaluator import TaskRun
+        from rsiframe.evaluators.local import TaskRun
 
         res = json.loads((trial / "result.json").read_text())
         path = str(Path((res.get("task_id") or {}).get("path") or "").resolve())
