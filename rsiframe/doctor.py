@@ -111,7 +111,7 @@ def check_harbor() -> tuple[bool, str]:
 
 
 def check_ray() -> tuple[bool, str]:
-    from rsiframe.rayexec import import_ray
+    from rsiframe.executors.ray_driver import import_ray
 
     if importlib.util.find_spec("ray") is None:
         return False, "not installed (pip install 'rsiframe[cluster]')"

@@ -25,7 +25,7 @@ from rsiframe.certify import FinishedEvaluation
 from rsiframe.dth.build import BuildRejected
 from rsiframe.errors import ClusterLost
 from rsiframe.evaluators.local import EvaluationOutput, LocalEngine, Put, TaskRun
-from rsiframe.executor import Executor, LocalExecutor
+from rsiframe.executors.local import Executor, LocalExecutor
 from rsiframe.recipe.schema import Recipe, StageSpec
 from rsiframe.slots.calls import Progress, Timings
 from rsiframe.tasks.taskset import TaskSet

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rsiframe.errors import RecipeError, TaskSetError
 from rsiframe.evaluators.local import preflight_engine
-from rsiframe.executor import check as check_executor
-from rsiframe.executor import session_spec
+from rsiframe.executors.local import check as check_executor
+from rsiframe.executors.local import session_spec
 from rsiframe.recipe import load as recipe_mod
 from rsiframe.recipe.executor import ExecutorSpec
 from rsiframe.recipe.models import ModelCheck, check_models

@@ -24,7 +24,7 @@ from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluators.local import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
-from rsiframe.executor import Executor, LocalExecutor, check, open_executor, session_spec
+from rsiframe.executors.local import Executor, LocalExecutor, check, open_executor, session_spec
 from rsiframe.gateway.runmodels import FOLDER as MODELS_FOLDER
 from rsiframe.gateway.runmodels import REPLAY_OF
 from rsiframe.preflight import plan

@@ -13,7 +13,7 @@ import pytest
 from conftest import Mini, cli, events, make_mini
 
 from rsiframe.evaluators.local import LocalEngineConfig
-from rsiframe.rayworker import (
+from rsiframe.executors.ray_worker import (
     Job,
     PackMismatch,
     TaskPack,
@@ -231,7 +231,7 @@ def test_resume_with_an_address_that_does_not_answer_changes_nothing(mini: Mini)
 
 def test_the_ray_executor_runs_only_the_local_engine() -> None:
     from rsiframe.errors import ClusterError
-    from rsiframe.executor import check
+    from rsiframe.executors.local import check
 
     with pytest.raises(ClusterError, match="runs the local engine, not 'harbor'"):
         check(ExecutorSpec(kind="ray"), "evaluator.executor", "harbor")
@@ -246,7 +246,7 @@ def test_a_shipped_model_is_installed_only_when_it_matches_its_build_record(
     from types import SimpleNamespace
 
     from rsiframe.dth.build import files_of
-    from rsiframe.rayworker import ModelPack, install_model
+    from rsiframe.executors.ray_worker import ModelPack, install_model
     from rsiframe.util.digest import sha256_json
 
     built = tmp_path / "built"

@@ -142,7 +142,7 @@ class EvaluationOutput:
     task_seconds: float = 0.0
     model: dict[str, Any] | None = None  # the built model's identity, build and token usage
     usage: dict[str, int] | None = None  # model tokens this evaluation used
-    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executor)
+    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executors.local)
 
 
 Put = Callable[[bytes], str]

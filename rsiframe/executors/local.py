@@ -4,7 +4,7 @@ The engine hands every evaluation (and rollout) to one :class:`Executor` with th
 arguments :func:`rsiframe.evaluators.local.run_tasks` takes, and gets the same
 :class:`~rsiframe.evaluators.local.EvaluationOutput` back, with ``executor`` saying where it ran
 (the kind and the worker node; certificates record it). ``local`` runs the evaluator here;
-``ray`` (:mod:`rsiframe.rayexec`, the ``cluster`` extra) runs it as a Ray task on a
+``ray`` (:mod:`rsiframe.executors.ray_driver`, the ``cluster`` extra) runs it as a Ray task on a
 worker and keeps signing, the key and the archive on the driver.
 """
 
@@ -84,7 +84,7 @@ def check(spec: ExecutorSpec, key: str = "evaluator.executor", engine: str = "lo
     if spec.kind == "ray" and engine != "local":
         raise ClusterError(f"{key}: the Ray executor runs the local engine, not {engine!r}")
     if spec.kind == "ray":
-        from rsiframe import rayexec
+        from rsiframe.executors import ray_driver as rayexec
 
         rayexec.probe(spec, key)
 
@@ -93,6 +93,6 @@ def open_executor(spec: ExecutorSpec, key: str = "evaluator.executor") -> Execut
     """The executor a run uses this session (for ``ray``: connected, or a private instance)."""
     if spec.kind == "local":
         return LocalExecutor()
-    from rsiframe import rayexec
+    from rsiframe.executors import ray_driver as rayexec
 
     return rayexec.RayExecutor(spec, key)

@@ -7,7 +7,7 @@ builds a D/T/H model, the build is a Ray task of its own first, with ``resources
 record with its artifacts, and leaves the model's files in Ray's object store; the
 evaluation task receives them (from that node, not through the driver), checks them
 against the record's ``model_digest``, serves the model and runs the harness. So one node
-can train while another serves. The worker (:mod:`rsiframe.rayworker`) verifies what
+can train while another serves. The worker (:mod:`rsiframe.executors.ray_worker`) verifies what
 arrived, runs the same local evaluator and streams back each step as it happens (the build
 record, each task's outcome with its evidence, then the end); the driver writes the
 artifacts, appends the events and signs. The key never leaves the driver.
@@ -33,7 +33,7 @@ from typing import Any
 from rsiframe.dth.build import BuildRejected
 from rsiframe.errors import ClusterError, ClusterLost
 from rsiframe.evaluators.local import EvaluationOutput, LocalEngine, Put, TaskRun
-from rsiframe.rayworker import (
+from rsiframe.executors.ray_worker import (
     Job,
     JobResult,
     Message,
