@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from rsiframe.engine.preflight import plan
 from rsiframe.evaluators.local import LocalEngine
-from rsiframe.preflight import plan
 from rsiframe.tasks.taskset import tasks_by_split
 
 REPO = Path(__file__).resolve().parents[1]

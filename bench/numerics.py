@@ -32,8 +32,8 @@ from typing import Any
 import yaml
 
 from rsiframe.dth.hostfacts import KERNEL_ENV, host_facts
+from rsiframe.engine.preflight import plan
 from rsiframe.evaluators.local import LocalEngine
-from rsiframe.preflight import plan
 from rsiframe.tasks.taskset import tasks_by_split
 
 REPO = Path(__file__).resolve().parents[1]

@@ -41,7 +41,7 @@ from pathlib import Path
 from rsiframe.api import MutateContext, MutateOperator, Mutation
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.snapshot import SNAPSHOT
-from rsiframe.engine import Engine
+from rsiframe.engine.loop import Engine
 
 
 class CounterMutate(MutateOperator):

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from rsiframe.api import MutateContext, MutateOperator, Mutation
-from rsiframe.engine import Engine
+from rsiframe.engine.loop import Engine
 
 MUTATE_S = 2.0
 TASK_S = 1

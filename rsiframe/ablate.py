@@ -150,7 +150,7 @@ def run_grid(
 ) -> list[CellResult]:
     """Drive every cell that still needs work, one after another (a KeyboardInterrupt
     leaves the current run interrupted and resumable with the grid)."""
-    from rsiframe.engine import Engine, RunFailure
+    from rsiframe.engine.loop import Engine, RunFailure
 
     cells = grid.cells()
     results = []

@@ -103,7 +103,7 @@ def main() -> None:
 
 def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     from rsiframe.archive.loader import LoadedRun
-    from rsiframe.engine import RunFailure
+    from rsiframe.engine.loop import RunFailure
     from rsiframe.progress import RichProgress
     from rsiframe.report import print_summary, status_of
 
@@ -193,7 +193,7 @@ def run(
     waits up to $RSIFRAME_GRACE_S seconds (default 10) for work in flight, then kills
     its sandboxes; `resume` re-runs what was open.
     """
-    from rsiframe.engine import Engine
+    from rsiframe.engine.loop import Engine
 
     _sigterm_as_interrupt()
     engine = Engine.create(recipe, list(sets), out, ray_address, unsets=list(unsets))
@@ -213,7 +213,7 @@ def resume(
     run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool, ray_address: str | None
 ) -> None:
     """Continue an interrupted run after re-verifying its archive and locks."""
-    from rsiframe.engine import Engine
+    from rsiframe.engine.loop import Engine
 
     _sigterm_as_interrupt()
     engine, notes = Engine.open(run_dir, retry_failed=retry_failed, ray_address=ray_address)
@@ -679,7 +679,7 @@ def recipe() -> None:
 @friendly
 def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
     """Validate FILE: schema, operators and their configs, seed, tasks and surface."""
-    from rsiframe.preflight import plan
+    from rsiframe.engine.preflight import plan
 
     info = plan(file, list(sets), unsets=list(unsets))
     if as_json:

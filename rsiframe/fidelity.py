@@ -28,9 +28,9 @@ from rich.console import Console
 from rich.table import Table
 
 from rsiframe.archive.log import put_artifact
+from rsiframe.engine.preflight import Plan, plan
 from rsiframe.errors import RunFolderError
 from rsiframe.evaluators.local import make_evaluator, run_tasks
-from rsiframe.preflight import Plan, plan
 from rsiframe.stats import ALPHA, bootstrap_ci, mcnemar
 from rsiframe.tasks.taskset import tasks_by_split
 
@@ -152,7 +152,7 @@ class _Direct:
 def _framework(recipe: Path, sets: list[str], out: Path) -> dict[str, float]:
     """A real run stopped after generation 0; the seed's verified gate rewards."""
     from rsiframe.archive.loader import load_run
-    from rsiframe.engine import Engine, RunFailure
+    from rsiframe.engine.loop import Engine, RunFailure
 
     engine = Engine.create(recipe, [*sets, "budget.max_generations=0"], out)
     try:

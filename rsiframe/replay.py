@@ -209,7 +209,7 @@ def model_calls(loaded: Any) -> tuple[int, int]:
 def replay(run: Path, out: Path, say: Callable[[str], None] = lambda m: None) -> ReplayReport:
     """Replay RUN into OUT (a new run folder) and compare the two."""
     from rsiframe.archive.loader import load_run
-    from rsiframe.engine import Engine, RunFailure
+    from rsiframe.engine.loop import Engine, RunFailure
 
     source, ledger = check_source(run)
     check_ledger(source, ledger)

@@ -13,7 +13,7 @@ from rich.text import Text
 from rsiframe.archive.loader import LoadedRun
 from rsiframe.archive.log import chain_head
 from rsiframe.archive.state import CANDIDATE_STATES, Candidate, RunState
-from rsiframe.budget import BudgetGuard
+from rsiframe.engine.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
 from rsiframe.evaluators import health
 from rsiframe.recipe.schema import Budget

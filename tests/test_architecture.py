@@ -165,7 +165,7 @@ def test_operators_use_only_the_public_api() -> None:
         # and, through them, nothing of the engine, state or archive
         reached = closure([p])
         assert not reached & {
-            "rsiframe.engine",
+            "rsiframe.engine.loop",
             "rsiframe.archive.state",
             "rsiframe.archive.log",
             "rsiframe.evaluators.local",

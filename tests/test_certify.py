@@ -10,8 +10,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rsiframe.archive import events as E
 from rsiframe.archive.log import Event
 from rsiframe.archive.state import RunState
-from rsiframe.certify import Binding, FinishedEvaluation, certify
 from rsiframe.certs.signing import Signer
+from rsiframe.engine.certify import Binding, FinishedEvaluation, certify
 
 REPO = Path(__file__).resolve().parents[1]
 BINDING = Binding("run-1", "r" * 64, "e" * 64, "t" * 64, "bwrap")

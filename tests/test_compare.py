@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, cli, events, make_mini, status_json
 
 from rsiframe import ablate as ablate_mod
-from rsiframe.engine import Engine
+from rsiframe.engine.loop import Engine
 from rsiframe.fidelity import ItemResult, judge
 
 METHOD_KEYS = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import Mini, cli, events, make_mini, status_json
 
-from rsiframe.inflight import Inflight
+from rsiframe.engine.inflight import Inflight
 
 
 def run(mini: Mini, name: str, *sets: str) -> Path:
@@ -236,8 +236,8 @@ def test_dth_builds_in_flight_give_the_same_candidates_as_one_at_a_time(tmp_path
 def test_evaluations_in_flight_share_the_model_token_budget() -> None:
     from types import SimpleNamespace
 
-    from rsiframe.budget import BudgetGuard
-    from rsiframe.evaluation import TaskRunner
+    from rsiframe.engine.budget import BudgetGuard
+    from rsiframe.engine.evaluation import TaskRunner
     from rsiframe.recipe.schema import Budget
     from rsiframe.slots.calls import Timings
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import Mini, cli, events, make_mini, status_json
 
 from rsiframe.api import InformationFlowError
-from rsiframe.engine import Engine
+from rsiframe.engine.loop import Engine
 from rsiframe.errors import SandboxError
 from rsiframe.repo.candidates import CandidateRepo
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from rsiframe.engine.evaluation import TaskRunner
+from rsiframe.engine.preflight import evaluator_model
 from rsiframe.errors import RecipeError
-from rsiframe.evaluation import TaskRunner
 from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig
 from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
 from rsiframe.gateway.app import Gateway, Ledger
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
-from rsiframe.preflight import evaluator_model
 from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.tasks.taskset import load_task

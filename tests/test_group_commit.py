@@ -14,7 +14,7 @@ from conftest import Mini
 
 from rsiframe.archive import log as archive_mod
 from rsiframe.archive.log import EVENTS, Archive
-from rsiframe.engine import Engine
+from rsiframe.engine.loop import Engine
 from rsiframe.evaluators.local import LocalEngine
 from rsiframe.slots.calls import OperatorCalls
 

@@ -9,7 +9,7 @@ from conftest import Mini, cli, events, make_mini, status_json
 
 from rsiframe.api import GATE_DETAIL, INFORMATION, READS, SLOTS, InformationFlowError, may_read
 from rsiframe.archive.loader import load_run
-from rsiframe.engine import Engine
+from rsiframe.engine.loop import Engine
 from rsiframe.sandbox.bwrap import bwrap_works
 
 

@@ -141,7 +141,7 @@ def test_evidence_streams_back_per_task_and_ctrl_c_stops_the_worker(
 ) -> None:
     from rsiframe.archive.log import Event
     from rsiframe.archive.state import RunState
-    from rsiframe.engine import Engine, Progress
+    from rsiframe.engine.loop import Engine, Progress
 
     mini = make_mini(tmp_path / "p", sandbox="process")
     mark = tmp_path / "finished"

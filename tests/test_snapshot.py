@@ -11,7 +11,7 @@ from conftest import make_mini
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.snapshot import SNAPSHOT, encode_state, save_snapshot
 from rsiframe.certs.signing import load_signer
-from rsiframe.engine import Engine
+from rsiframe.engine.loop import Engine
 from rsiframe.errors import ArchiveCorrupt
 from rsiframe.verify import verify
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import Mini, cli, events, make_mini, status_json
 
 from rsiframe.api import MergePlan
-from rsiframe.evaluation import Stages
+from rsiframe.engine.evaluation import Stages
 from rsiframe.recipe.schema import StageSpec
 from rsiframe.repo.candidates import CandidateRepo
 from rsiframe.repo.gittree import snapshot

@@ -16,7 +16,7 @@ import pytest
 from conftest import AGENT, Mini, cli, cli_proc, events, make_mini, status_json
 
 from rsiframe.archive.state import RunState
-from rsiframe.budget import BudgetGuard, TaskCosts
+from rsiframe.engine.budget import BudgetGuard, TaskCosts
 from rsiframe.recipe.schema import Budget
 
 LIMIT = 60
@@ -97,7 +97,7 @@ def test_a_minibatch_beyond_the_budget_is_refused_and_the_run_ends_exhausted(
     # what it runs would): proposals pass, the charge before each run refuses the one that
     # would not fit
     mini, log = _mini(tmp_path / "proj")
-    from rsiframe import taskruns
+    from rsiframe.engine import taskruns
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(taskruns, "task_costs", lambda stages, ops: TaskCosts(sealed=SEALED))
@@ -211,12 +211,12 @@ def test_the_gepa_recipe_stops_at_its_task_run_budget_on_sat3(tmp_path: Path) ->
 
 
 def test_a_childs_worst_case_comes_from_its_stages_and_what_its_operators_declare() -> None:
-    from rsiframe.evaluation import Stages
+    from rsiframe.engine.evaluation import Stages
+    from rsiframe.engine.taskruns import task_costs
     from rsiframe.operators.minibatch import Minibatch, MinibatchConfig
     from rsiframe.operators.rollout import LocalRollout, LocalRolloutConfig
     from rsiframe.operators.validate import Command, CommandConfig
     from rsiframe.recipe.schema import StageSpec
-    from rsiframe.taskruns import task_costs
 
     split = {s: [f"{s}{i}" for i in range(n)] for s, n in (("train", 24), ("gate", 24))}
     split["sealed"] = [f"s{i}" for i in range(12)]

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: what the viewer may use of the mechanism: reading, folding, reporting
 READ_SIDE = {
     "rsiframe.archive.log",
-    "rsiframe.budget",
+    "rsiframe.engine.budget",
     "rsiframe.repo.candidates",
     "rsiframe.util.digest",
     "rsiframe.errors",
@@ -80,7 +80,7 @@ def test_the_viewer_reaches_only_the_read_side_transitively() -> None:
         "rsiframe.dth.serving",
         "rsiframe.sandbox.bwrap",
         "rsiframe.recipe.load",
-        "rsiframe.engine",
+        "rsiframe.engine.loop",
     }
 
 

@@ -24,7 +24,7 @@ from rsiframe.archive.loader import open_verifier, require_signed
 from rsiframe.archive.log import GENESIS, Event, parse_line
 from rsiframe.archive.runfolder import RunPaths, is_live
 from rsiframe.archive.state import Candidate, RunState
-from rsiframe.budget import BudgetGuard
+from rsiframe.engine.budget import BudgetGuard
 from rsiframe.errors import ArchiveCorrupt
 from rsiframe.recipe.schema import Budget
 

@@ -2,7 +2,7 @@
 
 :func:`evaluate` is the part of an evaluation that may run on a worker: it gets a
 :class:`Job` (everything it needs, fixed before it starts) and returns a
-:class:`~rsiframe.certify.FinishedEvaluation` for the key holder to certify, or the
+:class:`~rsiframe.engine.certify.FinishedEvaluation` for the key holder to certify, or the
 events of a failed attempt. It reports evidence as it goes (``task_finished``,
 ``model_built``, ``usage``) through ``emit``, the run's one writer.
 """
@@ -20,9 +20,9 @@ from typing import Any
 
 from rsiframe.archive import events as E
 from rsiframe.archive.state import CHILD_SPLITS, Candidate, RunState
-from rsiframe.budget import BudgetGuard
-from rsiframe.certify import FinishedEvaluation
 from rsiframe.dth.build import BuildRejected
+from rsiframe.engine.budget import BudgetGuard
+from rsiframe.engine.certify import FinishedEvaluation
 from rsiframe.errors import ClusterLost
 from rsiframe.evaluators.local import EvaluationOutput, LocalEngine, Put, TaskRun
 from rsiframe.executors.local import Executor, LocalExecutor

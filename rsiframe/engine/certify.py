@@ -1,6 +1,6 @@
 """Certify: a finished evaluation becomes one signed record, the only way scores are made.
 
-The evaluation itself (:mod:`rsiframe.evaluation`) may run anywhere; only the
+The evaluation itself (:mod:`rsiframe.engine.evaluation`) may run anywhere; only the
 process holding the run's key calls :func:`certify`, and the record binds the run,
 the candidate's commit, tree and parent, the recipe, the evaluator and the task set.
 """

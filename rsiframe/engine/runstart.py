@@ -3,7 +3,7 @@
 :func:`create_run` validates everything before it creates anything; :func:`open_run`
 re-verifies the archive, the recipe, the task set and the evaluator against the run's
 locks, and touches nothing unless every check passes. Both return the :class:`RunParts`
-an :class:`~rsiframe.engine.Engine` is built from.
+an :class:`~rsiframe.engine.loop.Engine` is built from.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from rsiframe.archive.log import Archive
 from rsiframe.archive.runfolder import RunLock, RunPaths
 from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signer
+from rsiframe.engine.preflight import plan
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluators.local import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
 from rsiframe.executors.local import Executor, LocalExecutor, check, open_executor, session_spec
 from rsiframe.gateway.runmodels import FOLDER as MODELS_FOLDER
 from rsiframe.gateway.runmodels import REPLAY_OF
-from rsiframe.preflight import plan
 from rsiframe.recipe import load as recipe_mod
 from rsiframe.recipe.overrides import folder_safe
 from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir

@@ -34,8 +34,8 @@ from rsiframe.api import (
 )
 from rsiframe.archive import events as E
 from rsiframe.archive.state import Candidate, RunState
+from rsiframe.engine.evaluation import TaskRunner
 from rsiframe.errors import RsiError
-from rsiframe.evaluation import TaskRunner
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.repo.gittree import Snapshot, snapshot
 from rsiframe.repo.guardrail import check as guardrail_check

@@ -18,8 +18,8 @@ from typing import Any
 from rsiframe.archive import events as E
 from rsiframe.archive.log import Event
 from rsiframe.archive.state import CHILD_SPLITS
-from rsiframe.budget import BudgetGuard, TaskCosts
-from rsiframe.evaluation import Stages, TaskRunner
+from rsiframe.engine.budget import BudgetGuard, TaskCosts
+from rsiframe.engine.evaluation import Stages, TaskRunner
 from rsiframe.recipe.schema import Budget
 
 #: the slots whose operators get a ``run_train`` (uncertified task runs)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from rsiframe.archive import events as E
 from rsiframe.archive.state import Candidate, RunState
-from rsiframe.budget import BudgetGuard
-from rsiframe.certify import FinishedEvaluation
-from rsiframe.inflight import Inflight
+from rsiframe.engine.budget import BudgetGuard
+from rsiframe.engine.certify import FinishedEvaluation
+from rsiframe.engine.inflight import Inflight
 from rsiframe.recipe.schema import Recipe
 
 #: nothing can start until work in flight comes back
