@@ -103,9 +103,9 @@ def main() -> None:
 
 def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     from rsiframe.archive.loader import LoadedRun
+    from rsiframe.audit.report import print_summary, status_of
     from rsiframe.engine.loop import RunFailure
     from rsiframe.progress import RichProgress
-    from rsiframe.report import print_summary, status_of
 
     err = _stderr()
     budget = engine.recipe.budget
@@ -239,9 +239,9 @@ def resume(
 def status(run_dir: Path, as_json: bool) -> None:
     """Show a run's state, budget and every candidate with its verified scores."""
     from rsiframe.archive.loader import load_run
-    from rsiframe.drift import operator_drift, task_drift
-    from rsiframe.report import candidate_table, print_summary, status_of
-    from rsiframe.verify import lock_problems
+    from rsiframe.audit.drift import operator_drift, task_drift
+    from rsiframe.audit.report import candidate_table, print_summary, status_of
+    from rsiframe.audit.verify import lock_problems
 
     loaded = load_run(run_dir)
     report = status_of(loaded)
@@ -317,8 +317,8 @@ def verify(
     reproduce, --head adds head (a recorded chain head is still in the chain). Nothing is
     written into the run folder. Exit 0 when every check passes, 1 otherwise.
     """
+    from rsiframe.audit.verify import verify as verify_run
     from rsiframe.errors import RunFolderError
-    from rsiframe.verify import verify as verify_run
 
     key = None
     if key_file is not None:

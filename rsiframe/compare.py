@@ -21,10 +21,10 @@ from typing import Any
 
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.runfolder import RunPaths
+from rsiframe.audit.verify import lock_problems
 from rsiframe.errors import MixedRuns, RsiError, RunFolderError, RunNotVerified
 from rsiframe.stats import Estimate, bootstrap_ci, mean, prob_greater
 from rsiframe.util.digest import sha256_json
-from rsiframe.verify import lock_problems
 
 SPLITS = ("train", "gate", "sealed")
 METHOD_EXCLUDES = ("name", "random_seed")

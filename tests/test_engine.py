@@ -342,7 +342,7 @@ def test_a_select_that_breaks_the_rules_fails_the_run_resumably(tmp_path: Path) 
 
 
 def test_summary_sparklines() -> None:
-    from rsiframe.report import sparkline
+    from rsiframe.audit.report import sparkline
 
     assert sparkline([0.0, 0.5, 1.0, None]) == "▁▅█ "
     assert sparkline([1.0] * 150, width=10) == "█" * 10

@@ -40,7 +40,7 @@ def test_at_least_twelve_scenarios_with_descriptions() -> None:
 
 def test_a_broken_guarantee_fails_the_scenario(monkeypatch: pytest.MonkeyPatch) -> None:
     """If verify stopped noticing forged events, the self-test must say so."""
-    from rsiframe import verify as verify_mod
+    from rsiframe.audit import verify as verify_mod
     from rsiframe.selftest import scenarios
 
     real = verify_mod.verify

@@ -10,10 +10,10 @@ from conftest import make_mini
 
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.snapshot import SNAPSHOT, encode_state, save_snapshot
+from rsiframe.audit.verify import verify
 from rsiframe.certs.signing import load_signer
 from rsiframe.engine.loop import Engine
 from rsiframe.errors import ArchiveCorrupt
-from rsiframe.verify import verify
 
 
 def _finished(root: Path, children: int = 2) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import AGENT, Mini, cli, make_mini
 
-from rsiframe.verify import CHECKS
+from rsiframe.audit.verify import CHECKS
 
 
 def digest(root: Path) -> dict[str, str]:
@@ -207,8 +207,8 @@ def test_a_sat3_run_reproduces_exactly(tmp_path: Path) -> None:
 def test_a_recorded_head_detects_truncation_and_rewrites() -> None:
     from types import SimpleNamespace
 
+    from rsiframe.audit.verify import _head, parse_head
     from rsiframe.errors import RsiError
-    from rsiframe.verify import _head, parse_head
 
     events = [SimpleNamespace(hash=c * 64) for c in "abc"]
     assert _head(events, 3, "c" * 64) == [] and _head(events, 2, "b" * 64) == []

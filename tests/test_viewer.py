@@ -13,7 +13,7 @@ from conftest import cli, make_mini
 from textual.widgets import DataTable, TabbedContent
 
 from rsiframe.archive.loader import load_run
-from rsiframe.report import status_of
+from rsiframe.audit.report import status_of
 from rsiframe.viewer.app import ViewerApp
 from rsiframe.viewer.screens.candidate import CandidateScreen
 from rsiframe.viewer.screens.help import HelpScreen

@@ -22,7 +22,7 @@ READ_SIDE = {
     "rsiframe.recipe.executor",  # the recipe schema imports it (evaluator.executor)
     "rsiframe.api",
     "rsiframe.certs.records",
-    "rsiframe.report",
+    "rsiframe.audit.report",
     "rsiframe.archive.runfolder",
     "rsiframe.certs.signing",
     "rsiframe.archive.state",

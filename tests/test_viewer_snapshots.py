@@ -117,7 +117,7 @@ def test_rejected_and_failed_candidates_show_why(synthetic: Path) -> None:
 
 def test_synthetic_run_verifies(synthetic: Path) -> None:
     """The bench's run is a valid run folder: ``rsiframe verify`` finds no problem in it."""
-    from rsiframe.verify import verify
+    from rsiframe.audit.verify import verify
 
     report = verify(synthetic)
     assert report.ok and not report.problems, report.problems

@@ -25,12 +25,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.log import GENESIS, get_artifact, get_json
 from rsiframe.archive.state import Candidate
+from rsiframe.audit.verify import verify
 from rsiframe.certs.signing import EVENT_TYPE, Signer
 from rsiframe.errors import RsiError
 from rsiframe.selftest.experiment import NEEDS, SPLIT, Experiment, build, folder_digest
 from rsiframe.selftest.experiment import truth_problems as truth
 from rsiframe.util.digest import canonical_json, sha256_bytes
-from rsiframe.verify import verify
 
 KILLED = -signal.SIGKILL
 

@@ -43,8 +43,8 @@ from rsiframe.archive.loader import unsigned_events
 from rsiframe.archive.log import get_artifact, get_json, put_artifact, read_events
 from rsiframe.archive.runfolder import RunPaths
 from rsiframe.archive.state import Candidate, RunState, fold
+from rsiframe.audit.drift import operator_drift, task_drift
 from rsiframe.certs.signing import BadSignature, RecordVerifier
-from rsiframe.drift import operator_drift, task_drift
 from rsiframe.dth.hostfacts import describe, differing
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
 from rsiframe.evaluators.local import (
