@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rsiframe.compare import compare
-from rsiframe.compare_view import print_report
+from rsiframe.study.compare import compare
+from rsiframe.study.compare_text import print_report
 from viewer import build_run
 
 TARGET_S = 30.0

@@ -21,8 +21,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rsiframe import __version__, doctor, replay
+from rsiframe import __version__, doctor
 from rsiframe.errors import EXIT_BAD_INPUT, EXIT_FAILED, RsiError
+from rsiframe.study import replay
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_INTERRUPTED = 130
@@ -397,8 +398,8 @@ def ablate(
     Budgets are identical (the recipe's); the grid resumes as a whole with --resume DIR
     and ends with the compare table of its runs.
     """
-    from rsiframe import ablate as ablate_mod
     from rsiframe.errors import RecipeError
+    from rsiframe.study import ablate as ablate_mod
 
     _sigterm_as_interrupt()
     if resume_dir is not None:
@@ -440,8 +441,8 @@ def _show_comparison(
     html: Path | None = None,
     png: Path | None = None,
 ) -> None:
-    from rsiframe.compare import compare as compare_runs
-    from rsiframe.compare_view import print_report, write_outputs
+    from rsiframe.study.compare import compare as compare_runs
+    from rsiframe.study.compare_text import print_report, write_outputs
 
     report = compare_runs(paths, by=by, force=force)
     written = write_outputs(report, html=html, png=png)
@@ -503,8 +504,8 @@ def fidelity(
     direct-vs-direct disagreement (exact McNemar, alpha 0.05); on a deterministic task set
     every task must agree. Exit 0 when it passes, 1 when it does not.
     """
-    from rsiframe.fidelity import fidelity as run_fidelity
-    from rsiframe.fidelity import print_fidelity
+    from rsiframe.study.fidelity import fidelity as run_fidelity
+    from rsiframe.study.fidelity import print_fidelity
 
     err = _stderr()
 

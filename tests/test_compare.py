@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, cli, events, make_mini, status_json
 
-from rsiframe import ablate as ablate_mod
 from rsiframe.engine.loop import Engine
-from rsiframe.fidelity import ItemResult, judge
+from rsiframe.study import ablate as ablate_mod
+from rsiframe.study.fidelity import ItemResult, judge
 
 METHOD_KEYS = {
     "name",

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rsiframe.stats import bootstrap_ci, mcnemar, prob_greater, quantile
+from rsiframe.study.stats import bootstrap_ci, mcnemar, prob_greater, quantile
 
 
 def test_quantile_interpolates_linearly_like_numpy() -> None:

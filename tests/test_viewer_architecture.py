@@ -15,7 +15,7 @@ READ_SIDE = {
     "rsiframe.util.digest",
     "rsiframe.errors",
     "rsiframe.repo.gittree",
-    "rsiframe.gridspec",
+    "rsiframe.study.gridspec",
     "rsiframe.archive.loader",
     "rsiframe.recipe.schema",
     "rsiframe.recipe.models",

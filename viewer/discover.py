@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rsiframe.archive.runfolder import RunPaths
 from rsiframe.errors import RunFolderError
-from rsiframe.gridspec import read_grid
+from rsiframe.study.gridspec import read_grid
 
 
 def is_run(path: Path) -> bool:

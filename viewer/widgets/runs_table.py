@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from rsiframe.archive.state import Candidate
-from rsiframe.gridspec import cell_of
+from rsiframe.study.gridspec import cell_of
 from rsiframe.viewer import fmt
 from rsiframe.viewer.messages import RunChosen
 from rsiframe.viewer.source import RunSource

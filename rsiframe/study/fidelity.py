@@ -31,7 +31,7 @@ from rsiframe.archive.log import put_artifact
 from rsiframe.engine.preflight import Plan, plan
 from rsiframe.errors import RunFolderError
 from rsiframe.evaluators.local import make_evaluator, run_tasks
-from rsiframe.stats import ALPHA, bootstrap_ci, mcnemar
+from rsiframe.study.stats import ALPHA, bootstrap_ci, mcnemar
 from rsiframe.tasks.taskset import tasks_by_split
 
 #: a task "passes" when its reward is at least this (rewards are in [0, 1])

@@ -23,7 +23,7 @@ from rsiframe.archive.loader import load_run
 from rsiframe.archive.runfolder import RunPaths
 from rsiframe.audit.verify import lock_problems
 from rsiframe.errors import MixedRuns, RsiError, RunFolderError, RunNotVerified
-from rsiframe.stats import Estimate, bootstrap_ci, mean, prob_greater
+from rsiframe.study.stats import Estimate, bootstrap_ci, mean, prob_greater
 from rsiframe.util.digest import sha256_json
 
 SPLITS = ("train", "gate", "sealed")

@@ -2,7 +2,7 @@
 
 Repeat ``r`` of every operator runs with ``random_seed`` r, so the operators meet the same
 seeds; every other key (budget included) comes from the recipe and its ``--set`` items, so
-budgets are identical. The grid is a folder (:mod:`rsiframe.gridspec`).
+budgets are identical. The grid is a folder (:mod:`rsiframe.study.gridspec`).
 
 ``--resume`` finishes what is left: cells never started are created, interrupted runs are
 resumed, ended runs are left as they are.
@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 from rsiframe.api import SLOTS
 from rsiframe.errors import RecipeError, RunFolderError
-from rsiframe.gridspec import GRID_FILE, GridSpec, cell_dir
 from rsiframe.recipe import load as recipe_mod
 from rsiframe.slots.registry import resolve
+from rsiframe.study.gridspec import GRID_FILE, GridSpec, cell_dir
 
 
 @dataclass(frozen=True)

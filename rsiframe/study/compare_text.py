@@ -11,8 +11,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from rsiframe.compare import SPLITS, Comparison, Method, RunData
-from rsiframe.stats import Estimate, mean
+from rsiframe.study.compare import SPLITS, Comparison, Method, RunData
+from rsiframe.study.stats import Estimate, mean
 
 COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "white", "bright_cyan")
 MARKERS = "*o+x#@%&"
@@ -220,7 +220,7 @@ def write_outputs(report: Comparison, *, html: Path | None, png: Path | None) ->
     """The PNG plots and the HTML file, when asked for (matplotlib is imported only then)."""
     if html is None and png is None:
         return []
-    from rsiframe.compare_html import write_html, write_pngs
+    from rsiframe.study.compare_html import write_html, write_pngs
 
     written = []
     if png is not None:

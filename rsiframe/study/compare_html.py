@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rsiframe.compare import SPLITS, Comparison, RunData
-from rsiframe.compare_view import axes, fmt_estimate, method_curve, task_matrix
+from rsiframe.study.compare import SPLITS, Comparison, RunData
+from rsiframe.study.compare_text import axes, fmt_estimate, method_curve, task_matrix
 
 RUN_USAGE = ("evals", "task runs", "records", "path")
 LINESTYLES = ("-", "--", ":", "-.")  # methods with identical curves stay visible
