@@ -51,7 +51,7 @@ def measure(out: Path, *, small: bool, sets: Sequence[str] = ()) -> dict[str, An
     overrides = ["budget.max_generations=1", *([SMALL_SPLIT] if small else []), *sets]
     with ServerThread(stub.app) as srv:
         env = {**os.environ, "LLM_BASE_URL": srv.url, "LLM_API_KEY": "stub-key"}
-        argv = [sys.executable, "-m", "rsiframe.cli", "run", str(RECIPE), "--out", str(out)]
+        argv = [sys.executable, "-m", "rsiframe.cli.main", "run", str(RECIPE), "--out", str(out)]
         argv += [a for s in overrides for a in ("--set", s)] + ["--quiet", "--json"]
         res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
     if res.returncode != 0:

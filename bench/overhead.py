@@ -157,7 +157,14 @@ def measure(n: int, sandbox: str, workdir: Path, *, resume_cli: bool = True) -> 
         return row
     t2 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "rsiframe.cli", "resume", str(workdir / f"n{n}" / "run"), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "rsiframe.cli.main",
+            "resume",
+            str(workdir / f"n{n}" / "run"),
+            "--quiet",
+        ],
         capture_output=True,
         text=True,
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from rsiframe.cli import main
+from rsiframe.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -159,7 +159,7 @@ def cli_proc(
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a real process (for signals and exit statuses)."""
     return subprocess.run(
-        [sys.executable, "-m", "rsiframe.cli", *[str(a) for a in args]],
+        [sys.executable, "-m", "rsiframe.cli.main", *[str(a) for a in args]],
         capture_output=True,
         text=True,
         timeout=timeout,

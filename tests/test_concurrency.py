@@ -154,7 +154,7 @@ def test_inflight_hands_results_and_errors_back_to_the_writer() -> None:
 def test_progress_shows_every_candidate_in_flight_and_its_stage() -> None:
     from rich.console import Console
 
-    from rsiframe.progress import RichProgress
+    from rsiframe.cli.progress import RichProgress
 
     p = RichProgress(Console(file=io.StringIO()), 3, None)
     p.stage("c0001", "mutate")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import REPO, cli
 
-from rsiframe.doctor import MACHINE, needs
+from rsiframe.cli.doctor import MACHINE, needs
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, count_tokens
 from rsiframe.recipe.load import load
 
@@ -67,7 +67,7 @@ def test_each_model_gets_one_metered_call_and_each_problem_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     good, good_srv, garbage_srv = stubs
-    monkeypatch.setattr("rsiframe.doctor.MACHINE", {})  # the machine: the first test
+    monkeypatch.setattr("rsiframe.cli.doctor.MACHINE", {})  # the machine: the first test
     monkeypatch.setenv("DOC_GOOD_KEY", "sk-good")
     monkeypatch.delenv("DOC_MISSING_KEY", raising=False)
     models = {
@@ -113,7 +113,7 @@ def test_each_model_gets_one_metered_call_and_each_problem_one_line(
 
 
 def test_a_bad_recipe_is_one_line_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rsiframe.doctor.MACHINE", {})
+    monkeypatch.setattr("rsiframe.cli.doctor.MACHINE", {})
     res = cli("doctor", tmp_path / "missing.yaml")
     assert res.exit_code == 2 and res.stderr.count("\n") == 1 and not res.stdout
     recipe = _recipe(tmp_path, {"p": {"base_url": "http://x/v1", "model": "m"}}, model="q")

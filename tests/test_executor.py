@@ -90,7 +90,7 @@ def test_ray_without_the_extra_is_bad_input(tmp_path: Path) -> None:
     mini = make_mini(tmp_path / "p")
     out = mini.run_dir()
     # the cluster extra missing, as Python sees it: `import ray` fails
-    code = "import sys; sys.modules['ray'] = None; from rsiframe.cli import main; main()"
+    code = "import sys; sys.modules['ray'] = None; from rsiframe.cli.main import main; main()"
     for flags in (["--ray-address", "auto"], ["--set", "evaluator.executor.kind=ray"]):
         res = subprocess.run(
             [sys.executable, "-c", code, "run", str(mini.recipe), "--out", str(out), *flags],

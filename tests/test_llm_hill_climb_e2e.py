@@ -75,7 +75,16 @@ def test_llm_hill_climb_runs_against_the_projects_own_served_tiny_model(tmp_path
             lessons=tmp_path / "lessons.j2",
         )
     )
-    run = [sys.executable, "-m", "rsiframe.cli", "run", str(recipe), "--out", str(out), "--quiet"]
+    run = [
+        sys.executable,
+        "-m",
+        "rsiframe.cli.main",
+        "run",
+        str(recipe),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     # serving.py's forwarder on this host: 127.0.0.1 -> the server's socket
     bridge = 'LLM_BASE_URL="$OPENAI_BASE_URL" exec "$@"'
     argv = [sys.executable, str(SCRIPT), "forward", "--socket", str(ep.folder / "api.sock")]

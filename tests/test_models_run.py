@@ -214,7 +214,7 @@ def test_resume_after_sigkill_during_a_model_call_never_pays_twice(rig: Rig) -> 
         [
             sys.executable,
             "-m",
-            "rsiframe.cli",
+            "rsiframe.cli.main",
             "run",
             str(rig.recipe),
             "--out",
@@ -327,7 +327,7 @@ def gateways_of(run: Path) -> list[int]:
 def test_ctrl_c_stops_the_gateway_after_recording_the_call_in_flight(rig: Rig) -> None:
     rig.write(answers=[Answer(content=EDIT, delay_s=3, repeat=True)], children=1)
     run = rig.root / "run"
-    argv = [sys.executable, "-m", "rsiframe.cli", "run", str(rig.recipe), "--out", str(run)]
+    argv = [sys.executable, "-m", "rsiframe.cli.main", "run", str(rig.recipe), "--out", str(run)]
     proc = subprocess.Popen(
         [*argv, "--quiet"],
         env={**os.environ, **rig.env},

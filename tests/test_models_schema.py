@@ -66,7 +66,7 @@ def _recipe_with(tmp_path: Path, models: dict) -> Path:
 
 def _check(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "rsiframe.cli", "recipe", "check", str(path)],
+        [sys.executable, "-m", "rsiframe.cli.main", "recipe", "check", str(path)],
         capture_output=True,
         text=True,
     )
@@ -91,7 +91,7 @@ def _check_hill_climb(env: dict[str, str], *sets: str) -> subprocess.CompletedPr
         [
             sys.executable,
             "-m",
-            "rsiframe.cli",
+            "rsiframe.cli.main",
             "recipe",
             "check",
             "--json",

@@ -159,7 +159,7 @@ def test_a_lost_cluster_ends_the_run_failed_and_it_resumes(
 ) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rsiframe.cli", "run", str(SAT), "--out", str(out), "--quiet",
+        [sys.executable, "-m", "rsiframe.cli.main", "run", str(SAT), "--out", str(out), "--quiet",
          "--ray-address", cluster.address, "--set", "budget.max_generations=1",
          "--set", "children_per_generation=1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV},

@@ -48,7 +48,7 @@ BOUNDARIES = [
 
 def run_proc(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "rsiframe.cli", *args],
+        [sys.executable, "-m", "rsiframe.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -123,7 +123,16 @@ def finished_run(mini: Mini) -> Path:
 def start_run(mini: Mini, *extra: str) -> tuple[subprocess.Popen[str], Path]:
     out = mini.run_dir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rsiframe.cli", "run", str(mini.recipe), "--out", str(out), *extra],
+        [
+            sys.executable,
+            "-m",
+            "rsiframe.cli.main",
+            "run",
+            str(mini.recipe),
+            "--out",
+            str(out),
+            *extra,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

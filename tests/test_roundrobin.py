@@ -215,7 +215,7 @@ def test_round_robin_order_survives_sigkill_and_resume(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "rsiframe.cli",
+            "rsiframe.cli.main",
             "run",
             str(mini.recipe),
             "--out",

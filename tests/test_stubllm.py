@@ -137,7 +137,7 @@ def test_cli_serves_a_script_and_rejects_a_bad_one(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("answers: [{content: x, colour: red}]\n")
     r = subprocess.run(
-        [sys.executable, "-m", "rsiframe.cli", "stub-llm", "--script", str(bad)],
+        [sys.executable, "-m", "rsiframe.cli.main", "stub-llm", "--script", str(bad)],
         capture_output=True,
         text=True,
     )

@@ -306,7 +306,7 @@ class Experiment:
     def cli(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
         """The rsiframe CLI in a child process (so faults can SIGKILL it)."""
         return subprocess.run(
-            [sys.executable, "-m", "rsiframe.cli", *args],
+            [sys.executable, "-m", "rsiframe.cli.main", *args],
             capture_output=True,
             text=True,
             timeout=300,

@@ -21,7 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rsiframe import __version__, doctor
+from rsiframe import __version__
+from rsiframe.cli import doctor
 from rsiframe.errors import EXIT_BAD_INPUT, EXIT_FAILED, RsiError
 from rsiframe.study import replay
 
@@ -105,8 +106,8 @@ def main() -> None:
 def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     from rsiframe.archive.loader import LoadedRun
     from rsiframe.audit.report import print_summary, status_of
+    from rsiframe.cli.progress import RichProgress
     from rsiframe.engine.loop import RunFailure
-    from rsiframe.progress import RichProgress
 
     err = _stderr()
     budget = engine.recipe.budget
