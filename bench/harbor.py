@@ -22,8 +22,10 @@ import time
 from pathlib import Path
 
 from rsiframe.errors import RsiError
-from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig
-from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig, run_tasks
+from rsiframe.evaluators.harbor.engine import HarborEngine
+from rsiframe.evaluators.local import LocalEngine
+from rsiframe.evaluators.registry import run_tasks
+from rsiframe.recipe.evaluator import HarborEngineConfig, LocalEngineConfig
 from rsiframe.sandbox.bwrap import Mount, make_sandbox
 from rsiframe.tasks.taskset import TaskSet
 

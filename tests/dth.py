@@ -264,7 +264,8 @@ _MODEL: dict[str, Path] = {}
 def tiny_model(tmp_root: Path) -> Path:
     """A really trained tiny model folder, built once per test process (the seed's build)."""
     if "dir" not in _MODEL:
-        from rsiframe.dth.build import BuildConfig, Builder
+        from rsiframe.dth.build import Builder
+        from rsiframe.recipe.evaluator import BuildConfig
         from rsiframe.sandbox.bwrap import make_sandbox
 
         (tmp_root / "work").mkdir(parents=True, exist_ok=True)

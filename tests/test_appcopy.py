@@ -1,4 +1,5 @@
-"""rsiframe.sandbox.appcopy: the verifier's copy of /app keeps what stays inside and drops links out."""
+"""rsiframe.sandbox.appcopy: the verifier's copy of /app keeps what stays inside and drops
+links out."""
 
 from __future__ import annotations
 

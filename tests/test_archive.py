@@ -1,4 +1,5 @@
-"""rsiframe.archive.log and rsiframe.archive.loader: the hash-chained, signed event log and artifacts."""
+"""rsiframe.archive.log and rsiframe.archive.loader: the hash-chained, signed event log and
+artifacts."""
 
 from __future__ import annotations
 

@@ -15,8 +15,9 @@ import yaml
 from conftest import cli_proc, events
 from dth import BUILD, recipe, write_seed, write_tasks
 
-from rsiframe.dth.build import BuildConfig, Builder, BuildRejected
+from rsiframe.dth.build import Builder, BuildRejected
 from rsiframe.dth.hostfacts import FACTS
+from rsiframe.recipe.evaluator import BuildConfig
 from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.util.digest import sha256_file, sha256_json
 

@@ -8,14 +8,9 @@ from pathlib import Path
 import pytest
 from dth import BUILD, task_words, write_seed, write_tasks
 
-from rsiframe.dth.build import BuildConfig, Builder, BuildRejected
-from rsiframe.dth.contamination import (
-    ContaminationConfig,
-    Item,
-    audit,
-    protected_items,
-    training_texts,
-)
+from rsiframe.dth.build import Builder, BuildRejected
+from rsiframe.dth.contamination import Item, audit, protected_items, training_texts
+from rsiframe.recipe.evaluator import BuildConfig, ContaminationConfig
 from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.tasks.taskset import TaskSet
 

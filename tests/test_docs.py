@@ -20,7 +20,7 @@ def test_every_rsi_variable_is_documented() -> None:
 
 
 def test_task_toml_keys_are_documented() -> None:
-    source = (REPO / "rsiframe" / "tasks.py").read_text()
+    source = (REPO / "rsiframe" / "tasks" / "taskset.py").read_text()
     keys = set(re.findall(r'\.get\("([a-z_]+)"', source)) | set(
         re.findall(r'\["(allow_internet)"\]', source)
     )

@@ -11,10 +11,11 @@ import pytest
 from rsiframe.engine.evaluation import TaskRunner
 from rsiframe.engine.preflight import evaluator_model
 from rsiframe.errors import RecipeError
-from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig
-from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
+from rsiframe.evaluators.harbor.engine import HarborEngine
+from rsiframe.evaluators.local import LocalEngine
 from rsiframe.gateway.app import Gateway, Ledger
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
+from rsiframe.recipe.evaluator import HarborEngineConfig, LocalEngineConfig
 from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.tasks.taskset import load_task
@@ -189,7 +190,7 @@ def test_the_terminal_seed_agent_solves_a_task_on_harbor_through_the_gateway(
 ) -> None:
     import shutil
 
-    from rsiframe.evaluators.local import run_tasks
+    from rsiframe.evaluators.registry import run_tasks
     from rsiframe.tasks.taskset import TaskSet
 
     repo = Path(__file__).resolve().parents[1]

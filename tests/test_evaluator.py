@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig, TaskRun, parse_reward
+from rsiframe.evaluators.base import TaskRun, parse_reward
+from rsiframe.evaluators.local import LocalEngine
+from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.sandbox import cgroups
 from rsiframe.sandbox.bwrap import ProcessSandbox, bwrap_works
 from rsiframe.tasks.taskset import Task, load_task

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from conftest import Mini, cli, events, make_mini
 
-from rsiframe.evaluators.local import LocalEngineConfig
 from rsiframe.executors.ray_worker import (
     Job,
     PackMismatch,
@@ -24,6 +23,7 @@ from rsiframe.executors.ray_worker import (
     unpack,
 )
 from rsiframe.recipe import load as recipe_mod
+from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.recipe.executor import ExecutorSpec, with_address
 from rsiframe.repo.candidates import CandidateRepo
 from rsiframe.repo.gittree import snapshot
@@ -231,7 +231,7 @@ def test_resume_with_an_address_that_does_not_answer_changes_nothing(mini: Mini)
 
 def test_the_ray_executor_runs_only_the_local_engine() -> None:
     from rsiframe.errors import ClusterError
-    from rsiframe.executors.local import check
+    from rsiframe.executors.registry import check
 
     with pytest.raises(ClusterError, match="runs the local engine, not 'harbor'"):
         check(ExecutorSpec(kind="ray"), "evaluator.executor", "harbor")

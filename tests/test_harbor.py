@@ -13,8 +13,10 @@ from conftest import REPO, cli
 
 from rsiframe.certs.keys import key_dir
 from rsiframe.evaluators.harbor import venv as harborenv
-from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig
-from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig, run_tasks
+from rsiframe.evaluators.harbor.engine import HarborEngine
+from rsiframe.evaluators.local import LocalEngine
+from rsiframe.evaluators.registry import run_tasks
+from rsiframe.recipe.evaluator import HarborEngineConfig, LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
 
 SAT3 = REPO / "tasks" / "sat3"

@@ -47,7 +47,8 @@ children_per_generation: 2
 def test_llm_hill_climb_runs_against_the_projects_own_served_tiny_model(tmp_path: Path) -> None:
     from dth import BUILD, write_seed
 
-    from rsiframe.dth.build import BuildConfig, Builder
+    from rsiframe.dth.build import Builder
+    from rsiframe.recipe.evaluator import BuildConfig
 
     seed = write_seed(tmp_path / "dth-seed")
     train = seed / "trainer" / "train.py"

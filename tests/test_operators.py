@@ -578,7 +578,7 @@ def test_script_sandbox_sees_only_the_work_folder_and_inputs(
         runfolder.root / "events.jsonl",
         runfolder.keys / "run.key",
         runfolder.sealed / "need.txt",
-        REPO / "rsiframe" / "evaluator.py",
+        REPO / "rsiframe" / "evaluators" / "local.py",
         REPO / "tasks",
         *[p for p in home.iterdir() if p.name != ".pyenv"],
     ]

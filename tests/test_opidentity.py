@@ -120,7 +120,7 @@ def test_certificates_carry_gate_and_evaluator_code(mini: Mini) -> None:
         code = statement["predicate"]["code"]
         assert code["gate"]["sha256"] == sha256_bytes(gates.read_bytes())
         assert code["evaluator"]["engine"] == "local"
-        assert code["evaluator"]["file"].endswith("evaluator.py")
+        assert code["evaluator"]["file"].endswith("evaluators/local.py")
         assert code["evaluator"]["sha256"] == sha256_bytes(
             Path(code["evaluator"]["file"]).read_bytes()
         )

@@ -28,7 +28,8 @@ import yaml
 from dth import BUILD, tiny_model, write_seed, write_tasks
 
 from rsiframe.dth.serving import QUEUE_HEARTBEAT_S, ModelServer, OpenEndpoint
-from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
+from rsiframe.evaluators.local import LocalEngine
+from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.sandbox.bwrap import make_sandbox
 from rsiframe.tasks.taskset import TaskSet
 

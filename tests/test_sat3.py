@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
+from rsiframe.evaluators.local import LocalEngine
+from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
 
 SAT3 = REPO / "tasks" / "sat3"

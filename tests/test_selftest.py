@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import cli
 
+from rsiframe.selftest.catalog import SCENARIOS
+from rsiframe.selftest.common import sound
 from rsiframe.selftest.experiment import build
 from rsiframe.selftest.runner import run_trial
-from rsiframe.selftest.scenarios import SCENARIOS, sound
 
 #: one of each family runs by default; the rest (a few seconds each) with -m e2e, and in
 #: CI through `make selftest`, which runs every scenario with more trials (hence `selftest`:

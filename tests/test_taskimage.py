@@ -132,7 +132,8 @@ def test_a_task_image_adds_its_packages_and_is_reused(docker_sb, tmp_path: Path)
 def test_an_evaluation_in_docker_runs_the_oracle_in_the_task_image(
     docker_sb, tmp_path: Path
 ) -> None:
-    from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
+    from rsiframe.evaluators.local import LocalEngine
+    from rsiframe.recipe.evaluator import LocalEngineConfig
     from rsiframe.tasks.taskset import TaskSet
 
     root = tmp_path / "set"

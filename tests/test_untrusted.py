@@ -164,7 +164,7 @@ def test_the_sandbox_hides_the_host(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     probe = f"""
     class Op(MutateOperator):
         def mutate(self, ctx):
-            paths = [{str(keys)!r}, {str(repo / "rsiframe" / "evaluator.py")!r},
+            paths = [{str(keys)!r}, {str(repo / "rsiframe" / "evaluators" / "local.py")!r},
                      {str(repo / "tasks")!r}, {str(tmp_path)!r}, os.path.expanduser("~/.bashrc")]
             seen = [p for p in paths if os.path.exists(p)]
             try:
@@ -182,7 +182,8 @@ def test_the_sandbox_hides_the_host(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert m.details["wrote"] is False and not (src / "planted.txt").exists()
     assert m.details["env"] == {}
     # the child (the runner runs as __main__) imports the API and nothing else of rsiframe
-    assert m.details["mods"] == ["rsiframe", "rsiframe.api"]
+    # (rsiframe.slots is the runner's staged package: an empty __init__.py)
+    assert m.details["mods"] == ["rsiframe", "rsiframe.api", "rsiframe.slots"]
 
 
 def test_malformed_result_is_rejected(tmp_path: Path) -> None:

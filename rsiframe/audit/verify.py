@@ -47,8 +47,8 @@ from rsiframe.audit.drift import operator_drift, task_drift
 from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.dth.hostfacts import describe, differing
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RsiError, RunFolderError
-from rsiframe.evaluators.local import (
-    EvaluationOutput,
+from rsiframe.evaluators.base import EvaluationOutput
+from rsiframe.evaluators.registry import (
     evaluator_changes,
     evaluator_parts,
     make_evaluator,

@@ -1,0 +1,1 @@
+"""The rsiframe command line and its live progress; `doctor`. Nothing imports the CLI."""

@@ -443,7 +443,8 @@ def _show_comparison(
     png: Path | None = None,
 ) -> None:
     from rsiframe.study.compare import compare as compare_runs
-    from rsiframe.study.compare_text import print_report, write_outputs
+    from rsiframe.study.compare_html import write_outputs
+    from rsiframe.study.compare_text import print_report
 
     report = compare_runs(paths, by=by, force=force)
     written = write_outputs(report, html=html, png=png)

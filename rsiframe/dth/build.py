@@ -41,59 +41,20 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from rsiframe import __version__
 from rsiframe.certs.keys import key_dir
-from rsiframe.dth.contamination import AuditResult, ContaminationConfig, build_texts
+from rsiframe.dth.contamination import AuditResult, build_texts
 from rsiframe.dth.hostfacts import host_facts, kernel_env
 from rsiframe.dth.serving import ModelRefused, check_model_dir
+from rsiframe.recipe.evaluator import BuildConfig
 from rsiframe.sandbox.bwrap import Mount, ProcResult, Sandbox
 from rsiframe.util import faults
 from rsiframe.util.digest import sha256_bytes, sha256_file, sha256_json
 from rsiframe.util.safefile import is_regular
 
 TAIL = 4000
-
-
-class ServeConfig(BaseModel):
-    """``evaluator.config.build.serve``: how built models are served to the harness."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    backend: Literal["auto", "transformers", "vllm"] = Field(
-        "auto", description="vllm when the serve extra and a GPU are present, else transformers"
-    )
-    max_batch: int = Field(64, ge=1, le=4096, description="sequences generated per batch")
-    max_tokens: int = Field(512, ge=1, description="cap on a request's max_tokens")
-    max_request_tokens: int = Field(
-        32768, ge=1, description="cap on a request's prompts * n * max_tokens (else 400)"
-    )
-    memory_mb: int | None = Field(
-        8192, gt=0, description="address-space limit of the server process (CPU backend)"
-    )
-    start_timeout_s: float = Field(300, gt=0, description="time the server may take to start")
-
-
-class BuildConfig(BaseModel):
-    """``evaluator.config.build``: the D/T/H build step (absent: no build, no model)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    data: str = Field("python3 generate.py", description="data command (cwd: the data copy)")
-    train: str = Field("python3 train.py", description="train command (cwd: the trainer copy)")
-    data_inputs: list[str] = Field(["data"], min_length=1, description="subtrees data sees")
-    train_inputs: list[str] = Field(["trainer"], min_length=1, description="subtrees train sees")
-    data_timeout_s: float = Field(300, gt=0)
-    train_timeout_s: float = Field(1200, gt=0)
-    memory_mb: int | None = Field(None, gt=0, description="address-space limit per step")
-    threads: int = Field(1, ge=1, le=256, description="RSI_THREADS for the steps and the server")
-    max_dataset_mb: float = Field(256, gt=0)
-    max_model_mb: float = Field(2048, gt=0)
-    contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
-    serve: ServeConfig = Field(default_factory=ServeConfig)
 
 
 class BuildRejected(Exception):

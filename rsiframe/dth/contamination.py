@@ -23,25 +23,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from rsiframe.recipe.evaluator import ContaminationConfig
 from rsiframe.tasks.taskset import Task
 
 _SPACE = re.compile(r"\s+")
-
-
-class ContaminationConfig(BaseModel):
-    """``evaluator.config.build.contamination`` in a recipe."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    n: int = Field(13, ge=4, le=200, description="characters per n-gram")
-    policy: Literal["reject", "flag"] = Field(
-        "reject", description="reject the candidate, or flag it in the record and status"
-    )
-    max_examples: int = Field(5, ge=0, le=50, description="gate items named per report")
 
 
 @dataclass(frozen=True)

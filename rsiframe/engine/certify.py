@@ -7,13 +7,19 @@ the candidate's commit, tree and parent, the recipe, the evaluator and the task 
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from rsiframe import __version__
 from rsiframe.archive.events import EvaluationCertified
 from rsiframe.certs.records import EvaluationPredicate, aggregate, make_statement
 from rsiframe.certs.signing import Signer
+from rsiframe.recipe.evaluator import ENGINES
+from rsiframe.slots.identity import file_digest
 
 
 @dataclass(frozen=True)
@@ -78,3 +84,27 @@ def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> Evalu
     return EvaluationCertified(
         id=done.candidate, split=done.split, attempt=done.attempt, envelope=envelope
     )
+
+
+def evaluator_identity(engine: str) -> dict[str, Any]:
+    """The evaluator engine's code identity, for certificates (its file found by its module
+    path in the engine table, never imported here)."""
+    file = _module_file(ENGINES[engine].module) if engine in ENGINES else None
+    return {"engine": engine, "file": file, "sha256": file_digest(file), "rsiframe": __version__}
+
+
+def _module_file(module: str) -> str | None:
+    found = importlib.util.find_spec(module)
+    return str(Path(found.origin).resolve()) if found and found.origin else None
+
+
+@cache
+def certified_code(recipe_lock: Path) -> dict[str, Any]:
+    """The evaluator part of a certificate's code identity: the evaluator engine's code and
+    the gate operator's, as the run locked them (``resume`` refuses a change)."""
+    lock = json.loads(recipe_lock.read_text())
+    engine = lock["resolved"]["evaluator"]["engine"]
+    return {
+        "evaluator": evaluator_identity(engine),
+        "gate": (lock.get("operators") or {}).get("gate"),
+    }

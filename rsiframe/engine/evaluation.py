@@ -24,8 +24,9 @@ from rsiframe.dth.build import BuildRejected
 from rsiframe.engine.budget import BudgetGuard
 from rsiframe.engine.certify import FinishedEvaluation
 from rsiframe.errors import ClusterLost
-from rsiframe.evaluators.local import EvaluationOutput, LocalEngine, Put, TaskRun
-from rsiframe.executors.local import Executor, LocalExecutor
+from rsiframe.evaluators.base import EvaluationOutput, Evaluator, Put, TaskRun
+from rsiframe.executors.base import Executor
+from rsiframe.executors.local import LocalExecutor
 from rsiframe.recipe.schema import Recipe, StageSpec
 from rsiframe.slots.calls import Progress, Timings
 from rsiframe.tasks.taskset import TaskSet
@@ -148,7 +149,7 @@ class TaskRunner:
 
     def __init__(
         self,
-        evaluator: LocalEngine,
+        evaluator: Evaluator,
         taskset: TaskSet,
         put: Put,
         emit: Emit,

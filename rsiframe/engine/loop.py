@@ -8,10 +8,11 @@
 Every step derives what to do next from the folded state, so ``run`` and ``resume``
 are the same loop: stale proposals are abandoned, open evaluations are retried as a new
 attempt, committed candidates evaluated, certified ones gated, gated ones recorded. The
-steps live in their own modules (:mod:`~rsiframe.engine.transaction`, :mod:`~rsiframe.engine.evaluation`
-with :func:`~rsiframe.engine.certify.certify`, :mod:`~rsiframe.engine.review`) and return events;
-:mod:`~rsiframe.engine.scheduler` decides what runs next with K candidates in flight on worker
-threads (:mod:`~rsiframe.engine.inflight`); the engine is the one writer (:meth:`Engine.emit`).
+steps live in their own modules (:mod:`~rsiframe.engine.transaction`,
+:mod:`~rsiframe.engine.evaluation` with :func:`~rsiframe.engine.certify.certify`,
+:mod:`~rsiframe.engine.review`) and return events; :mod:`~rsiframe.engine.scheduler` decides
+what runs next with K candidates in flight on worker threads
+(:mod:`~rsiframe.engine.inflight`); the engine is the one writer (:meth:`Engine.emit`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rsiframe.archive import events as E
 from rsiframe.archive.log import Event
 from rsiframe.archive.snapshot import save_snapshot
 from rsiframe.archive.state import Candidate
-from rsiframe.engine.certify import Binding, FinishedEvaluation, certify
+from rsiframe.engine.certify import Binding, FinishedEvaluation, certified_code, certify
 from rsiframe.engine.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.engine.inflight import Closure, Inflight
 from rsiframe.engine.review import gate, record, reflect
@@ -35,7 +36,6 @@ from rsiframe.engine.taskruns import TaskRunMeter, budget_guard
 from rsiframe.engine.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.evaluators import health
 from rsiframe.gateway.runmodels import RunModels, budget_refusal
-from rsiframe.slots import identity as opidentity
 from rsiframe.slots.calls import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.slots.runview import StateView
 from rsiframe.slots.untrusted import UntrustedOperator
@@ -384,7 +384,7 @@ class Engine:
             evaluator_fingerprint=st.evaluator_fingerprint,
             taskset_fingerprint=self.task_lock.fingerprint,
             isolation=self.evaluator.isolation,
-            code=opidentity.certified_code(self.paths.recipe_lock),
+            code=certified_code(self.paths.recipe_lock),
             evaluator=self.evaluator.record_part(),
         )
 

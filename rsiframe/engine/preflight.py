@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rsiframe.errors import RecipeError, TaskSetError
-from rsiframe.evaluators.local import preflight_engine
-from rsiframe.executors.local import check as check_executor
-from rsiframe.executors.local import session_spec
+from rsiframe.evaluators.registry import preflight_engine
+from rsiframe.executors.registry import check as check_executor
+from rsiframe.executors.registry import session_spec
 from rsiframe.recipe import load as recipe_mod
 from rsiframe.recipe.executor import ExecutorSpec
 from rsiframe.recipe.models import ModelCheck, check_models

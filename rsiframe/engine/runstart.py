@@ -24,8 +24,11 @@ from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signer
 from rsiframe.engine.preflight import plan
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
-from rsiframe.evaluators.local import ENGINES, LocalEngine, evaluator_changes, evaluator_parts
-from rsiframe.executors.local import Executor, LocalExecutor, check, open_executor, session_spec
+from rsiframe.evaluators.base import Evaluator
+from rsiframe.evaluators.registry import engine_class, evaluator_changes, evaluator_parts
+from rsiframe.executors.base import Executor
+from rsiframe.executors.local import LocalExecutor
+from rsiframe.executors.registry import check, open_executor, session_spec
 from rsiframe.gateway.runmodels import FOLDER as MODELS_FOLDER
 from rsiframe.gateway.runmodels import REPLAY_OF
 from rsiframe.recipe import load as recipe_mod
@@ -46,7 +49,7 @@ class RunParts:
     signer: Signer
     task_lock: TaskLock
     taskset: TaskSet
-    evaluator: LocalEngine
+    evaluator: Evaluator
     repo: CandidateRepo
     lock: RunLock
     executor: Executor = field(default_factory=LocalExecutor)  # this session's (issue 11.3)
@@ -179,9 +182,10 @@ def event_signer(signer: Signer) -> Callable[[bytes], str]:
     return lambda payload: signer.sign_bytes(EVENT_TYPE, payload)
 
 
-def make_evaluator(resolved: recipe_mod.ResolvedRecipe, work: Path) -> LocalEngine:
-    _config_cls, factory = ENGINES[resolved.recipe.evaluator.engine]
-    return factory(resolved.evaluator_config, work)
+def make_evaluator(resolved: recipe_mod.ResolvedRecipe, work: Path) -> Evaluator:
+    factory = engine_class(resolved.recipe.evaluator.engine)
+    evaluator: Evaluator = factory(resolved.evaluator_config, work)
+    return evaluator
 
 
 def _check_recipe(paths: RunPaths, st: RunState) -> recipe_mod.ResolvedRecipe:
@@ -214,7 +218,7 @@ def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix or "(root)"]
 
 
-def _check_evaluator(paths: RunPaths, evaluator: LocalEngine, st: RunState) -> None:
+def _check_evaluator(paths: RunPaths, evaluator: Evaluator, st: RunState) -> None:
     lock = paths.read_json(paths.evaluator_lock)
     now = evaluator_parts(evaluator)
     if now["fingerprint"] == lock.get("fingerprint") == st.evaluator_fingerprint:

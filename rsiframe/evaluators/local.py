@@ -37,24 +37,29 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing import Any
 
 from rsiframe import __version__
 from rsiframe.dth import serving
-from rsiframe.dth.build import BuildConfig, Builder, BuildRejected, Built
+from rsiframe.dth.build import Builder, BuildRejected, Built
 from rsiframe.dth.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.dth.serving import ModelRefused, ModelServer
-from rsiframe.errors import LockMismatch
 from rsiframe.evaluators import appdiff
-from rsiframe.evaluators.harbor import engine as harbor_engine
+from rsiframe.evaluators.base import (
+    EvaluationOutput,
+    HarnessEndpoint,
+    ModelEndpoints,
+    Put,
+    TaskRun,
+    gateway_endpoint,
+    parse_reward,
+)
+from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.sandbox import appcopy, taskimage
 from rsiframe.sandbox import docker as docker_sandbox
 from rsiframe.sandbox.bwrap import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
-from rsiframe.tasks.taskset import Task, TaskSet
+from rsiframe.tasks.taskset import Task
 from rsiframe.util import faults
 from rsiframe.util.cpuslots import cpu_slot
 from rsiframe.util.digest import sha256_bytes, sha256_json
@@ -65,120 +70,17 @@ TAIL = 4000
 _SKIP_ENV_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
 
 
-class TaskLimits(BaseModel):
-    """Resource limits of each task's agent and verifier (``evaluator.config.limits``; a
-    task's ``[rsiframe]`` table in task.toml overrides them key by key). A task that
-    breaks one ends with reward 0 and the limit named as its error."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    memory_mb: int = Field(
-        4096,
-        gt=0,
-        description="memory of all its processes (MiB; memory cgroup, else RLIMIT_AS per process)",
-    )
-    pids: int = Field(512, gt=0, description="processes at once (pids cgroup, else RLIMIT_NPROC)")
-    tmp_mb: int = Field(512, gt=0, description="size of the private /tmp (bubblewrap)")
-    app_mb: int = Field(1024, gt=0, description="what /app and /logs/agent may hold")
-    artifacts_mb: int = Field(16, gt=0, description="agent log files stored per task")
-
-    def of(self, task: Task) -> TaskLimits:
-        return TaskLimits.model_validate({**self.model_dump(), **task.limits})
-
-
-class LocalEngineConfig(BaseModel):
-    """Config of the ``local`` engine (``evaluator.config`` in a recipe)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    agent: str = Field(description="shell command that runs the candidate's agent (cwd /app)")
-    sandbox: Literal["auto", "bwrap", "process", "docker"] = Field(
-        "auto",
-        description="bwrap, the plain process fallback, auto (bwrap when it works), or docker",
-    )
-    concurrency: int = Field(2, ge=1, le=256, description="tasks run at the same time")
-    agent_timeout_s: float | None = Field(
-        None, gt=0, description="cap on each task's [agent] timeout_sec"
-    )
-    verifier_timeout_s: float | None = Field(
-        None, gt=0, description="cap on each task's [verifier] timeout_sec"
-    )
-    output_limit_bytes: int = Field(1 << 20, ge=1024, description="stdout/stderr kept per phase")
-    limits: TaskLimits = Field(
-        default_factory=lambda: TaskLimits(),
-        description="per-task limits of agent and verifier (a task's [rsiframe] table wins)",
-    )
-    build: BuildConfig | None = Field(
-        None, description="build a model from data/ and trainer/ first, and serve it (D/T/H)"
-    )
-    model: str | None = Field(
-        None,
-        description="a declared model (recipe models:) the candidate's agent reaches through "
-        "the run's gateway at $OPENAI_BASE_URL (its name in $RSI_MODEL)",
-    )
-
-    @model_validator(mode="after")
-    def _one_model_source(self) -> LocalEngineConfig:
-        if self.build is not None and self.model is not None:
-            raise ValueError("model: a D/T/H build serves the candidate's own model; give one")
-        return self
-
-
-@dataclass
-class TaskRun:
-    """One task's outcome: the reward, why it is zero if it failed, and its trajectory."""
-
-    task_id: str
-    reward: float
-    error: str | None
-    trajectory: dict[str, Any]
-    trajectory_digest: str = ""
-    seconds: float = 0.0
-
-
-@dataclass
-class EvaluationOutput:
-    runs: dict[str, TaskRun] = field(default_factory=dict)
-    task_seconds: float = 0.0
-    model: dict[str, Any] | None = None  # the built model's identity, build and token usage
-    usage: dict[str, int] | None = None  # model tokens this evaluation used
-    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executors.local)
-
-
-Put = Callable[[bytes], str]
-
-
 def _code_digest() -> str:
+    """The code that decides a score: this engine, the shared reward parsing (base), the
+    sandbox, the verifier's copy of /app, the D/T/H build and the model server."""
     from rsiframe.dth import build, contamination, serving
+    from rsiframe.evaluators import base
+    from rsiframe.sandbox import appcopy, cgroups
     from rsiframe.sandbox import bwrap as sandbox
-    from rsiframe.sandbox import cgroups
 
-    modules = (sandbox, cgroups, build, contamination, serving, taskimage)
+    modules = (base, sandbox, cgroups, appcopy, build, contamination, serving, taskimage)
     sources = [Path(__file__).read_bytes(), *(Path(m.__file__).read_bytes() for m in modules)]
     return sha256_bytes(b"\0".join(sources))
-
-
-def parse_reward(verifier_dir: Path) -> tuple[float, str | None]:
-    """Harbor's reward files: a number in reward.txt, or numeric keys in reward.json."""
-    txt = verifier_dir / "reward.txt"
-    js = verifier_dir / "reward.json"
-    try:  # regular files only, never a link or a FIFO, at most 1 MiB
-        if txt.exists() or txt.is_symlink():
-            return float(read_regular(txt, 1 << 20).decode().strip()), None
-        if js.exists() or js.is_symlink():
-            data = json.loads(read_regular(js, 1 << 20))
-            if isinstance(data, int | float):
-                return float(data), None
-            if isinstance(data, dict):
-                if isinstance(data.get("reward"), int | float):
-                    return float(data["reward"]), None
-                nums = [float(v) for v in data.values() if isinstance(v, int | float)]
-                if nums:
-                    return sum(nums) / len(nums), None
-            return 0.0, "reward.json holds no numeric reward"
-    except (ValueError, OSError) as exc:
-        return 0.0, f"unreadable reward: {exc}"
-    return 0.0, "verifier wrote no reward"
 
 
 class LocalEngine:
@@ -592,30 +494,6 @@ class LocalEngine:
         return TaskRun(task.id, 0.0, reason, trajectory, seconds=agent.duration_s), blobs
 
 
-class HarnessEndpoint(Protocol):
-    """A model endpoint a harness reaches from its sandbox (``serving.OpenEndpoint``, or
-    the gateway's ``SandboxEndpoint``): the wrapped command, its mounts, its environment."""
-
-    def harness(self, sb: Any, argv: list[str]) -> tuple[list[str], list[Any], dict[str, str]]: ...
-
-
-#: opens one evaluation's endpoint on the run's gateway (``TaskRunner.model_hooks``)
-ModelEndpoints = Callable[[], HarnessEndpoint]
-
-
-def gateway_endpoint(
-    model: str | None, model_endpoint: ModelEndpoints | None
-) -> HarnessEndpoint | None:
-    """This evaluation's endpoint to ``evaluator.config.model`` (None: the agent has none)."""
-    if model is None:
-        return None
-    if model_endpoint is None:
-        raise RuntimeError(
-            f"evaluator.config.model {model!r} needs the run's model gateway (a models: section)"
-        )
-    return model_endpoint()
-
-
 def _take(it: Iterator[Task], n: int) -> list[Task]:
     return list(itertools.islice(it, n))
 
@@ -635,74 +513,3 @@ def _phase(res: ProcResult) -> dict[str, Any]:
         # a limit no cgroup could hold is said, never dropped silently
         **({"limits_fallback": res.fallbacks} if res.fallbacks else {}),
     }
-
-
-ENGINES: dict[str, tuple[type[BaseModel], Callable[..., Any]]] = {
-    "local": (LocalEngineConfig, LocalEngine),
-    "harbor": (harbor_engine.HarborEngineConfig, harbor_engine.HarborEngine),
-}
-#: checks an engine makes before a run folder exists (bad input: one line, exit 2)
-PREFLIGHT: dict[str, Callable[[Any, TaskSet, list[str]], None]] = {
-    "local": lambda config, taskset, ids: (
-        taskimage.preflight({t: taskset.tasks[t].path for t in ids})
-        if config.sandbox == "docker"
-        else None
-    ),
-    "harbor": harbor_engine.preflight,
-}
-
-
-def preflight_engine(engine: str, config: BaseModel, taskset: TaskSet, task_ids: list[str]) -> None:
-    """The engine's own preflight (Harbor: its environment starts, it accepts the tasks)."""
-    check = PREFLIGHT.get(engine)
-    if check is not None:
-        check(config, taskset, task_ids)
-
-
-def make_evaluator(
-    engine: str, config: dict[str, Any], work: Path, cache_root: Path | None = None
-) -> LocalEngine:
-    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``);
-    ``cache_root``: a build cache of its own instead of the shared one."""
-    entry = ENGINES.get(engine)
-    if entry is None:
-        raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
-    config_cls, factory = entry
-    try:
-        parsed = config_cls.model_validate(config)
-    except ValidationError as exc:
-        raise LockMismatch(
-            f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
-        ) from exc
-    # only the local engine builds models (--rebuild on another engine changes nothing)
-    if cache_root is None or factory is not LocalEngine:
-        return factory(parsed, work)  # type: ignore[no-any-return]
-    return factory(parsed, work, cache_root)  # type: ignore[no-any-return]
-
-
-def run_tasks(
-    evaluator: LocalEngine,
-    taskset: TaskSet,
-    candidate_dir: Path,
-    task_ids: list[str],
-    put: Put,
-    on_done: Callable[[TaskRun], None] | None = None,
-    **hooks: Any,
-) -> EvaluationOutput:
-    """Run ``task_ids`` on an exported candidate: the one way the framework runs tasks.
-
-    ``hooks`` (``on_built``, ``on_usage``, ``token_limit``) reach a D/T/H evaluator's build
-    and model server."""
-    tasks = [taskset.tasks[t] for t in task_ids]
-    return evaluator.run(candidate_dir, tasks, put, on_done, **hooks)
-
-
-def evaluator_parts(engine: LocalEngine) -> dict[str, Any]:
-    """What evaluator.lock.json holds: the fingerprint and the parts it is made of."""
-    return {"fingerprint": engine.fingerprint(), **engine.lock_parts()}
-
-
-def evaluator_changes(now: dict[str, Any], locked: dict[str, Any]) -> list[str]:
-    """The parts of ``now`` (:func:`evaluator_parts`) that differ from ``locked``; else ``code``."""
-    changed = [k for k, v in now.items() if k != "fingerprint" and v != locked.get(k)]
-    return changed or ["code"]

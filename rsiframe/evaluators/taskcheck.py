@@ -16,8 +16,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rsiframe.errors import TaskSetError
-from rsiframe.evaluators.harbor.engine import HarborEngine, HarborEngineConfig, harbor_task_problems
-from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig, TaskRun, run_tasks
+from rsiframe.evaluators.base import TaskRun
+from rsiframe.evaluators.harbor.engine import HarborEngine
+from rsiframe.evaluators.harbor.preflight import harbor_task_problems
+from rsiframe.evaluators.local import LocalEngine
+from rsiframe.evaluators.registry import run_tasks
+from rsiframe.recipe.evaluator import HarborEngineConfig, LocalEngineConfig
 from rsiframe.tasks.taskset import Task, TaskSet, load_task
 
 ORACLE_AGENT = 'bash "$RSI_CANDIDATE/solutions/$RSI_TASK_ID/solve.sh"'

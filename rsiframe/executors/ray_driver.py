@@ -32,7 +32,7 @@ from typing import Any
 
 from rsiframe.dth.build import BuildRejected
 from rsiframe.errors import ClusterError, ClusterLost
-from rsiframe.evaluators.local import EvaluationOutput, LocalEngine, Put, TaskRun
+from rsiframe.evaluators.base import EvaluationOutput, Evaluator, Put, TaskRun
 from rsiframe.executors.ray_worker import (
     Job,
     JobResult,
@@ -201,7 +201,7 @@ class RayExecutor:
 
     def run(
         self,
-        evaluator: LocalEngine,
+        evaluator: Evaluator,
         taskset: TaskSet,
         candidate_dir: Path,
         task_ids: list[str],

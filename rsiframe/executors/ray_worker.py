@@ -30,7 +30,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from rsiframe.dth.build import BuildRejected, Built, files_of
-from rsiframe.evaluators.local import LocalEngine, TaskRun, make_evaluator
+from rsiframe.evaluators.base import TaskRun
+from rsiframe.evaluators.local import LocalEngine
+from rsiframe.evaluators.registry import make_evaluator
 from rsiframe.repo.gittree import (
     MODE_EXEC,
     MODE_FILE,

@@ -8,6 +8,7 @@ for one session (:func:`with_address`) without changing the recipe.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -68,3 +69,26 @@ def with_address(spec: ExecutorSpec, address: str | None) -> ExecutorSpec:
     # validated like the recipe key, so a bad flag is one line naming the flag
     checked = ExecutorSpec.model_validate({"kind": "ray", "address": address})
     return spec.model_copy(update={"kind": "ray", "address": checked.address})
+
+
+@dataclass(frozen=True)
+class ExecutorKind:
+    """One executor: where its code lives (imported only when a run or its preflight asks),
+    its preflight (``module:function``; None: nothing to check), what to install."""
+
+    module: str
+    cls: str
+    preflight: str | None = None
+    install: str | None = None
+
+
+#: every executor by ``evaluator.executor.kind``; the one table that names them
+EXECUTORS: dict[str, ExecutorKind] = {
+    "local": ExecutorKind("rsiframe.executors.local", "LocalExecutor"),
+    "ray": ExecutorKind(
+        "rsiframe.executors.ray_driver",
+        "RayExecutor",
+        preflight="rsiframe.executors.ray_driver:probe",
+        install="pip install 'rsiframe[cluster]'",
+    ),
+}

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from rsiframe import yamlsafe
 from rsiframe.api import OPTIONAL_SLOTS, REQUIRED_SLOTS, Operator
 from rsiframe.errors import RecipeError
-from rsiframe.evaluators.local import ENGINES
+from rsiframe.recipe.evaluator import ENGINES
 from rsiframe.recipe.executor import ExecutorSpec
 from rsiframe.recipe.overrides import absolutize, labelled, merge, overrides, run_label
 from rsiframe.recipe.schema import Recipe
@@ -135,9 +135,9 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
             where=where,
         )
     try:
-        evaluator_config = engine[0].model_validate(recipe.evaluator.config)
+        evaluator_config = engine.config.model_validate(recipe.evaluator.config)
     except ValidationError as exc:
-        loc, msg = first_error(exc, "evaluator.config", engine[0])
+        loc, msg = first_error(exc, "evaluator.config", engine.config)
         raise RecipeError(f"{loc}: {msg}", where=where) from exc
 
     data = recipe.model_dump(mode="json", by_alias=True, exclude_none=False)

@@ -1,5 +1,7 @@
 """``rsiframe selftest integrity``: crash and attack scenarios on a tiny built-in experiment.
 
-:mod:`.experiment` builds the experiment and its ground truth, :mod:`.scenarios`
-holds one function per scenario, :mod:`.runner` runs trials and reports.
+:mod:`.experiment` builds the experiment and its ground truth, :mod:`.common` holds what
+every scenario module shares (a trial, the judging helpers), each scenario module defines
+its own scenarios (:mod:`.scenarios`, :mod:`.hostile`, :mod:`.build_scenarios`,
+:mod:`.saboteur`), :mod:`.catalog` lists them all, :mod:`.runner` runs trials and reports.
 """

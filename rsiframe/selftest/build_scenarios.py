@@ -13,13 +13,14 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rsiframe.dth.build import BuildConfig, Builder, BuildRejected
-from rsiframe.dth.contamination import ContaminationConfig, Item, audit
+from rsiframe.dth.build import Builder, BuildRejected
+from rsiframe.dth.contamination import Item, audit
+from rsiframe.recipe.evaluator import BuildConfig, ContaminationConfig
 from rsiframe.sandbox.bwrap import ProcessSandbox, make_sandbox
 from rsiframe.util.digest import sha256_file, sha256_json
 
 if TYPE_CHECKING:
-    from rsiframe.selftest.scenarios import Trial
+    from rsiframe.selftest.common import Trial
 
 #: the data step: rows from data/rows.json, plus what data/plant.json says to hide where
 GENERATE = r"""import json, os

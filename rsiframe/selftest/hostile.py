@@ -1,9 +1,8 @@
 """Integrity scenarios of the security review (issue 10): a root host, linked answers,
 hostile files, hostile text, resource exhaustion, YAML bombs and a truncated archive.
 
-This module adds them to :data:`rsiframe.selftest.scenarios.SCENARIOS` (importing either
-module first works), beside the original ones, judged the same way: a list of problems,
-empty when the trial passed.
+:data:`HOSTILE_SCENARIOS` is listed in :mod:`rsiframe.selftest.catalog` beside the
+original ones, judged the same way: a list of problems, empty when the trial passed.
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ from typing import Any
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.log import get_artifact, get_json
 from rsiframe.sandbox.bwrap import Mount, make_sandbox
-from rsiframe.selftest import scenarios as _scenarios
+from rsiframe.selftest.common import KILLED, Trial, attack, check_exit, one_line, sound
 from rsiframe.selftest.experiment import ROOT_ATTACK, Experiment
-from rsiframe.selftest.scenarios import KILLED, Trial, _attack, _one_line, _ran, sound
 
 PLANTED = "rsiframe-selftest-planted.pth"
 
@@ -104,8 +102,8 @@ def _direct(t: Trial) -> list[str]:
 def root_escape(t: Trial) -> list[str]:
     """As root, a candidate tries remount, umount, mknod and .pth planting from every sandbox."""
     try:
-        exp, res = _attack(t, {"mode": "root_escape"})
-        problems, ok = _ran(res, "run")
+        exp, res = attack(t, {"mode": "root_escape"})
+        problems, ok = check_exit(res, "run")
         lines = attack_lines(exp, "ATTACK root_escape") if ok else []
         lines += _direct(t)
     finally:
@@ -125,8 +123,8 @@ def root_escape(t: Trial) -> list[str]:
 def linked_answer(t: Trial) -> list[str]:
     """The agent links its answer file to the tests (/tests, ../tests, hard, a late process)."""
     variant = t.rng.choice(["absolute", "relative", "hard", "late"])
-    exp, res = _attack(t, {"mode": "link_answer", "variant": variant})
-    problems, ok = _ran(res, "run")
+    exp, res = attack(t, {"mode": "link_answer", "variant": variant})
+    problems, ok = check_exit(res, "run")
     if not ok:
         return problems
     planted = attack_lines(exp, "ATTACK link_answer")
@@ -172,7 +170,7 @@ def exhaust(t: Trial) -> list[str]:
     table = "\n[rsiframe]\n" + "".join(f"{k} = {v}\n" for k, v in LIMITS.items())
     for toml in exp.tasks.glob("*/task.toml"):
         toml.write_text(toml.read_text() + table)
-    problems, ok = _ran(exp.run(), "run")
+    problems, ok = check_exit(exp.run(), "run")
     if not ok:
         return problems
     loaded = load_run(exp.run_dir)
@@ -244,7 +242,7 @@ def fifo_trap(t: Trial) -> list[str]:
     }
     exp.write_recipe()
     res = exp.run()
-    problems = _one_line(res, "run")
+    problems = one_line(res, "run")
     loaded = load_run(exp.run_dir)
     seed = loaded.state.candidates.get("c0000")
     rejected = (seed.rejected or {}) if seed else {}
@@ -252,7 +250,7 @@ def fifo_trap(t: Trial) -> list[str]:
         problems.append(f"the seed's FIFO was not rejected at the train step: {rejected}")
     for cmd in ("status", "verify"):
         r = exp.cli(cmd, str(exp.run_dir))
-        problems += _one_line(r, cmd)
+        problems += one_line(r, cmd)
         if cmd == "verify" and r.returncode != 0:
             problems.append(f"verify exit {r.returncode}: {r.stdout[-300:]}")
     return problems
@@ -273,11 +271,11 @@ def hostile_text(t: Trial) -> list[str]:
     # not --quiet: the live progress renders every description and reason
     args = ("run", str(exp.recipe), "--out", str(exp.run_dir))
     killed = exp.cli(*args, fault="kill:after:candidate_rejected:1")
-    problems = _one_line(killed, "run")
+    problems = one_line(killed, "run")
     if killed.returncode != KILLED:
         return [*problems, f"the run never rejected the bad name (exit {killed.returncode})"]
     res = exp.resume()
-    more, ok = _ran(res, "resume")
+    more, ok = check_exit(res, "resume")
     problems += more
     if not ok:
         return problems
@@ -287,7 +285,7 @@ def hostile_text(t: Trial) -> list[str]:
     if (c.rejected or {}).get("stage") != "guardrail" or "not valid UTF-8" not in reasons:
         problems.append(f"{bad} with a non-UTF-8 file name: {c.state}, {c.rejected}")
     status = exp.cli("status", str(exp.run_dir))
-    problems += _one_line(status, "status")
+    problems += one_line(status, "status")
     if status.returncode != 0 or "[/][/][/]" not in status.stdout:
         problems.append(f"status: exit {status.returncode}, {status.stderr.strip()[-200:]!r}")
     return problems + sound(exp)
@@ -320,7 +318,7 @@ def yaml_bomb(t: Trial) -> list[str]:
         )
     (exp.root / "bomb.yaml").write_text(bombed)
     res = exp.cli("recipe", "check", str(exp.root / "bomb.yaml"))
-    problems += _one_line(res, "recipe check")
+    problems += one_line(res, "recipe check")
     if res.returncode != 2 or "aliases" not in res.stderr:
         problems.append(f"a recipe bomb ({where}) was not refused: {res.stderr.strip()[-200:]!r}")
     # a knob space in the candidate's own tree, read by the knobs mutator
@@ -329,7 +327,7 @@ def yaml_bomb(t: Trial) -> list[str]:
     )
     exp.data["slots"]["mutate"]["config"] = {"space": "fixed/knobs.yaml", "max_changes": 1}
     exp.write_recipe()
-    more, ok = _ran(exp.run(), "run")
+    more, ok = check_exit(exp.run(), "run")
     problems += more
     if not ok:
         return problems
@@ -347,7 +345,7 @@ def truncated_archive(t: Trial) -> list[str]:
     """The events are cut back to before the sealed evaluation; the recorded head says so."""
     exp = t.experiment(generations=1, children=2)
     res = exp.run()
-    problems, ok = _ran(res, "run")
+    problems, ok = check_exit(res, "run")
     if not ok:
         return problems
     heads = [x.split()[-1] for x in res.stdout.splitlines() if x.startswith("chain head: ")]
@@ -368,7 +366,7 @@ def truncated_archive(t: Trial) -> list[str]:
     cut -= t.rng.randint(0, 3)
     (exp.run_dir / "events.jsonl").write_bytes(b"".join(lines[:cut]))
     res = exp.cli("verify", str(exp.run_dir), "--head", head, "--json")
-    problems += _one_line(res, "verify --head")
+    problems += one_line(res, "verify --head")
     report = json.loads(res.stdout) if res.stdout.strip().startswith("{") else {}
     failed = [c for c in report.get("checks", []) if c["status"] == "failed"]
     if res.returncode != 1 or [c["name"] for c in failed] != ["head"]:
@@ -378,7 +376,7 @@ def truncated_archive(t: Trial) -> list[str]:
     return problems
 
 
-SCENARIOS = {
+HOSTILE_SCENARIOS = {
     "root_escape": root_escape,
     "linked_answer": linked_answer,
     "exhaust": exhaust,
@@ -387,5 +385,3 @@ SCENARIOS = {
     "yaml_bomb": yaml_bomb,
     "truncated_archive": truncated_archive,
 }
-
-_scenarios.SCENARIOS.update(SCENARIOS)

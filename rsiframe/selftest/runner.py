@@ -16,7 +16,8 @@ from rich.table import Table
 
 from rsiframe.errors import RsiError
 from rsiframe.sandbox.bwrap import make_sandbox
-from rsiframe.selftest.scenarios import SCENARIOS, Trial
+from rsiframe.selftest.catalog import SCENARIOS
+from rsiframe.selftest.common import Trial
 from rsiframe.util import faults
 
 #: trials per scenario by default: the whole self-test stays within a few minutes on 2 cores

@@ -20,11 +20,12 @@ import string
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rsiframe.evaluators.local import LocalEngine, LocalEngineConfig
+from rsiframe.evaluators.local import LocalEngine
+from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
 
 if TYPE_CHECKING:
-    from rsiframe.selftest.scenarios import Trial
+    from rsiframe.selftest.common import Trial
 
 FLOODS = 40
 #: each honest task's agent timeout: far below what the flood takes to generate

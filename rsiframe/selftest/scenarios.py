@@ -12,12 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
-import random
-import signal
-import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -27,71 +22,11 @@ from rsiframe.archive.log import GENESIS, get_artifact, get_json
 from rsiframe.archive.state import Candidate
 from rsiframe.audit.verify import verify
 from rsiframe.certs.signing import EVENT_TYPE, Signer
-from rsiframe.errors import RsiError
+from rsiframe.selftest.common import KILLED, Scenario, Trial, attack, check_exit, one_line, sound
 from rsiframe.selftest.experiment import NEEDS, SPLIT, Experiment, build, folder_digest
-from rsiframe.selftest.experiment import truth_problems as truth
 from rsiframe.util.digest import canonical_json, sha256_bytes
 
-KILLED = -signal.SIGKILL
-
-
-@dataclass
-class Trial:
-    index: int
-    rng: random.Random
-    root: Path
-    sandbox: str = "auto"  # the evaluator's sandbox in the experiment's recipe
-    engine: str = "local"  # the experiment's evaluator engine (harbor: the bwrap environment)
-    concurrency: dict[str, Any] | None = None  # the recipe's candidates in flight
-
-    def experiment(self, **kw: Any) -> Experiment:
-        return build(
-            self.root / "exp",
-            seed=self.rng.randrange(10_000),
-            sandbox=self.sandbox,
-            engine=self.engine,
-            concurrency=self.concurrency,
-            **kw,
-        )
-
-
-Scenario = Callable[[Trial], list[str]]
-
-
 # -- judging ----------------------------------------------------------------------------
-
-
-def _one_line(res: subprocess.CompletedProcess[str], what: str) -> list[str]:
-    lines = res.stderr.strip().splitlines()
-    if "Traceback" in res.stderr:
-        where = [x.strip() for x in lines if x.strip().startswith("File ")][-1:]
-        return [f"{what}: traceback: {lines[-1] if lines else ''} ({' '.join(where)})"]
-    return []
-
-
-def _ran(res: subprocess.CompletedProcess[str], what: str) -> tuple[list[str], bool]:
-    """``_one_line``'s problems, plus the exit line unless ``res`` exited 0; and whether it did."""
-    problems = _one_line(res, what)
-    if res.returncode != 0:
-        return [*problems, f"{what} exit {res.returncode}: {res.stderr.strip()[-300:]}"], False
-    return problems, True
-
-
-def sound(exp: Experiment, *, state: str | tuple[str, ...] = "finished") -> list[str]:
-    """The run is valid (every verify check, the champion reproduced) and truthful."""
-    problems = []
-    try:
-        loaded = load_run(exp.run_dir)
-    except RsiError as exc:
-        return [f"status: {exc}"]
-    states = (state,) if isinstance(state, str) else state
-    if loaded.run_state() not in states:
-        reason = (loaded.state.terminal or {}).get("reason")
-        problems.append(f"run is {loaded.run_state()} ({reason}), expected {'/'.join(states)}")
-    report = verify(exp.run_dir, reproduce=True)
-    problems += [f"verify: {p}" for p in report.problems]
-    problems += truth(loaded)
-    return problems
 
 
 def _crash_then_resume(exp: Experiment, fault: str) -> list[str]:
@@ -100,7 +35,7 @@ def _crash_then_resume(exp: Experiment, fault: str) -> list[str]:
         return [f"{fault}: the fault never fired (exit {killed.returncode})"]
     before = (exp.run_dir / "events.jsonl").read_bytes()
     torn = before[before.rfind(b"\n") + 1 :]
-    problems, ok = _ran(exp.resume(), "resume")
+    problems, ok = check_exit(exp.resume(), "resume")
     if not ok:
         return problems
     after = (exp.run_dir / "events.jsonl").read_bytes()
@@ -173,15 +108,9 @@ def torn_append(t: Trial) -> list[str]:
 # -- a candidate attacks ----------------------------------------------------------------
 
 
-def _attack(t: Trial, params: dict[str, Any]) -> tuple[Experiment, subprocess.CompletedProcess]:
-    victims = t.rng.sample(["c0001", "c0002", "c0003"], t.rng.randint(1, 2))
-    exp = t.experiment(generations=2, children=2, params={"victims": victims, "level": 0, **params})
-    return exp, exp.run()
-
-
 def _guardrail_refuses(t: Trial, params: dict[str, Any], reason: str) -> list[str]:
-    exp, res = _attack(t, params)
-    problems, ok = _ran(res, "run")
+    exp, res = attack(t, params)
+    problems, ok = check_exit(res, "run")
     if not ok:
         return problems
     params_file = json.loads((exp.seed / "fixed" / "params.json").read_text())
@@ -265,7 +194,7 @@ def edit_evaluator(t: Trial) -> list[str]:
     params["target"] = str(target)
     (exp.seed / "fixed" / "params.json").write_text(json.dumps(params))
     res = exp.run()
-    problems = _one_line(res, "run")
+    problems = one_line(res, "run")
     if target.read_bytes() == original:  # blocked
         if res.returncode != 0:
             return [*problems, f"run exit {res.returncode}: {res.stderr.strip()[-300:]}"]
@@ -284,8 +213,8 @@ def edit_evaluator(t: Trial) -> list[str]:
 
 
 def _agent_attack(t: Trial, mode: str, targets: list[str], level: int) -> list[str]:
-    exp, res = _attack(t, {"mode": mode, "targets": targets, "level": level})
-    problems, ok = _ran(res, "run")
+    exp, res = attack(t, {"mode": mode, "targets": targets, "level": level})
+    problems, ok = check_exit(res, "run")
     if not ok:
         return problems
     loaded = load_run(exp.run_dir)
@@ -375,7 +304,7 @@ def _detected(exp: Experiment, checks: set[str], fragment: str | None = None) ->
         problems.append(f"no verify problem names {fragment!r}: {report.problems[:3]}")
     for cmd in ("status", "resume"):
         res = exp.cli(cmd, str(exp.run_dir))
-        problems += _one_line(res, cmd)
+        problems += one_line(res, cmd)
         if res.returncode != 1 or len(res.stderr.strip().splitlines()) != 1:
             problems.append(f"{cmd} on a tampered archive: exit {res.returncode}, {res.stderr!r}")
     if folder_digest(exp.run_dir) != before:
@@ -475,7 +404,7 @@ def task_edited(t: Trial) -> list[str]:
     path.write_bytes(original + b"\n# edited\n")
     before = folder_digest(exp.run_dir)
     res = exp.resume()
-    problems = _one_line(res, "resume")
+    problems = one_line(res, "resume")
     if res.returncode != 2 or f"{split}/{task}/{name}" not in res.stderr:
         problems.append(f"resume did not refuse naming {split}/{task}/{name}: {res.stderr!r}")
     if folder_digest(exp.run_dir) != before:
@@ -682,9 +611,7 @@ def oversized_result(t: Trial) -> list[str]:
     return _bad_operator_run(t, slot, "huge", size)
 
 
-from rsiframe.selftest.build_scenarios import BUILD_SCENARIOS  # noqa: E402
-
-SCENARIOS: dict[str, Scenario] = {
+CORE_SCENARIOS: dict[str, Scenario] = {
     "kill_mutate": kill_mutate,
     "kill_evaluate": kill_evaluate,
     "kill_after_certificate": kill_after_certificate,
@@ -704,12 +631,4 @@ SCENARIOS: dict[str, Scenario] = {
     "task_edited": task_edited,
     "malformed_result": malformed_result,
     "oversized_result": oversized_result,
-    **BUILD_SCENARIOS,
 }
-
-# the security review's scenarios (issue 10) live in their own module, which adds them to
-# SCENARIOS when it is imported; imported last, as they build on the helpers above
-import rsiframe.selftest.hostile  # noqa: E402, F401
-from rsiframe.selftest.saboteur import SABOTEUR_SCENARIOS  # noqa: E402
-
-SCENARIOS.update(SABOTEUR_SCENARIOS)

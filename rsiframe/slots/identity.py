@@ -20,9 +20,7 @@ the locked files without importing anything (:func:`drift`).
 from __future__ import annotations
 
 import inspect
-import json
 import sys
-from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ GROUP = "rsiframe.operators"
 CANDIDATE_PREFIX = "candidate:"
 
 
-def _file_digest(path: str | None) -> str | None:
+def file_digest(path: str | None) -> str | None:
     if not path:
         return None
     try:
@@ -82,7 +80,7 @@ def identity(
     if ref.startswith(CANDIDATE_PREFIX):
         return {"ref": ref, "kind": "candidate"}
     file = _defining_file(cls)
-    out: dict[str, Any] = {"ref": ref, "file": file, "sha256": _file_digest(file)}
+    out: dict[str, Any] = {"ref": ref, "file": file, "sha256": file_digest(file)}
     if ":" in ref:
         target = ref.rpartition(":")[0]
         if target.endswith(".py") or "/" in target:
@@ -178,7 +176,7 @@ def drift(locked: dict[str, Any] | None) -> list[str]:
     for slot, ident in (locked or {}).items():
         if ident.get("kind") == "candidate" or not ident.get("file"):
             continue
-        if _file_digest(ident["file"]) != ident.get("sha256"):
+        if file_digest(ident["file"]) != ident.get("sha256"):
             out.append(
                 f"operator code on disk differs from the run's lock: slots.{slot} "
                 f"{ident.get('ref')} ({ident['file']})"
@@ -194,26 +192,6 @@ def drift(locked: dict[str, Any] | None) -> list[str]:
                     f"{ident['distribution']} {ident['version']} -> {version or 'not installed'}"
                 )
     return out
-
-
-def evaluator_identity(engine: str, factory: Any) -> dict[str, Any]:
-    """The evaluator engine's code identity, for certificates."""
-    file = _defining_file(factory) if isinstance(factory, type) else None
-    return {"engine": engine, "file": file, "sha256": _file_digest(file), "rsiframe": __version__}
-
-
-@cache
-def certified_code(recipe_lock: Path) -> dict[str, Any]:
-    """The evaluator part of a certificate's code identity: the evaluator engine's code and
-    the gate operator's, as the run locked them (``resume`` refuses a change)."""
-    from rsiframe.evaluators.local import ENGINES
-
-    lock = json.loads(recipe_lock.read_text())
-    engine = lock["resolved"]["evaluator"]["engine"]
-    return {
-        "evaluator": evaluator_identity(engine, ENGINES[engine][1]),
-        "gate": (lock.get("operators") or {}).get("gate"),
-    }
 
 
 def certificate_problems(

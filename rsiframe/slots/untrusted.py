@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
+from types import ModuleType
 from typing import Any, ClassVar
 
 from pydantic import Field, ValidationError
@@ -112,11 +113,7 @@ class UntrustedOperator(Operator):
         sb = make_sandbox(cfg.sandbox)
         with tempfile.TemporaryDirectory(prefix="rsiframe-untrusted-") as tmp:
             t = Path(tmp)
-            lib = t / "lib" / "rsiframe"
-            lib.mkdir(parents=True)
-            (lib / "__init__.py").write_text("")
-            for mod in (api, surface, oprunner):
-                shutil.copyfile(str(mod.__file__), lib / Path(str(mod.__file__)).name)
+            stage_modules(t / "lib", (api, surface, oprunner))
             (t / "in").mkdir()
             m_lib = Mount(t / "lib", LIB_INSIDE)
             m_in = Mount(t / "in", INPUTS_INSIDE)
@@ -250,6 +247,18 @@ def operator_class(slot: str, ref: str) -> type[Operator]:
         (UntrustedOperator, base),
         {"slot": slot, "name": str(parsed), "ref": parsed, slot: method, "__doc__": __doc__},
     )
+
+
+def stage_modules(lib: Path, modules: tuple[ModuleType, ...]) -> None:
+    """Copy ``modules`` under ``lib`` at their package paths (``rsiframe/slots/oprunner.py``),
+    each package with an empty ``__init__.py``: the sandbox imports them and nothing else."""
+    for mod in modules:
+        *packages, leaf = mod.__name__.split(".")
+        folder = lib.joinpath(*packages)
+        folder.mkdir(parents=True, exist_ok=True)
+        for depth in range(1, len(packages) + 1):
+            (lib.joinpath(*packages[:depth]) / "__init__.py").touch()
+        shutil.copyfile(str(mod.__file__), folder / f"{leaf}.py")
 
 
 def _site_packages() -> list[str]:

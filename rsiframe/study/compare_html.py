@@ -168,3 +168,15 @@ def write_html(report: Comparison, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(report))
     return path
+
+
+def write_outputs(report: Comparison, *, html: Path | None, png: Path | None) -> list[Path]:
+    """The PNG plots and the HTML file, when asked for (matplotlib is imported only then)."""
+    if html is None and png is None:
+        return []
+    written = []
+    if png is not None:
+        written += write_pngs(report, png)
+    if html is not None:
+        written.append(write_html(report, html))
+    return written

@@ -4,8 +4,6 @@ PNG and HTML views draw exactly what the terminal draws."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -214,17 +212,3 @@ def print_report(report: Comparison, out: Console) -> None:
         out.print(ascii_plot(report, axis))
     if not has_cost(report):
         out.print("(no run spent any cost: no curve against cost)", highlight=False)
-
-
-def write_outputs(report: Comparison, *, html: Path | None, png: Path | None) -> list[Path]:
-    """The PNG plots and the HTML file, when asked for (matplotlib is imported only then)."""
-    if html is None and png is None:
-        return []
-    from rsiframe.study.compare_html import write_html, write_pngs
-
-    written = []
-    if png is not None:
-        written += write_pngs(report, png)
-    if html is not None:
-        written.append(write_html(report, html))
-    return written

@@ -30,7 +30,7 @@ from rich.table import Table
 from rsiframe.archive.log import put_artifact
 from rsiframe.engine.preflight import Plan, plan
 from rsiframe.errors import RunFolderError
-from rsiframe.evaluators.local import make_evaluator, run_tasks
+from rsiframe.evaluators.registry import make_evaluator, run_tasks
 from rsiframe.study.stats import ALPHA, bootstrap_ci, mcnemar
 from rsiframe.tasks.taskset import tasks_by_split
 

@@ -2,13 +2,14 @@
 
 rsiframe writes a Harbor job config (the split's task folders, ``n_concurrent_trials``
 from ``concurrency``, the environment by name, the agent) and runs ``harbor run -c`` from
-Harbor's own venv (:mod:`rsiframe.evaluators.harbor.venv`, ``HARBOR_TELEMETRY=0``). The agent is the
-candidate's own harness through :class:`rsiframe.evaluators.harbor.plugins.agent.CandidateAgent`, which
-starts the candidate's command inside the environment via its ``exec`` (candidate code
-never runs in Harbor's process), or a Harbor built-in agent (``harbor_agent``) whose
-kwargs may come from the candidate's files (``agent_config``). Environments: ``bwrap``
-(:mod:`rsiframe.evaluators.harbor.plugins.environment`, the default), ``docker`` (needs Compose v2), and
-the cloud sandboxes by name with their kwargs.
+Harbor's own venv (:mod:`rsiframe.evaluators.harbor.venv`, ``HARBOR_TELEMETRY=0``). The
+agent is the candidate's own harness through
+:class:`rsiframe.evaluators.harbor.plugins.agent.CandidateAgent`, which starts the
+candidate's command inside the environment via its ``exec`` (candidate code never runs in
+Harbor's process), or a Harbor built-in agent (``harbor_agent``) whose kwargs may come from
+the candidate's files (``agent_config``). Environments: ``bwrap``
+(:mod:`rsiframe.evaluators.harbor.plugins.environment`, the default), ``docker`` (needs
+Compose v2), and the cloud sandboxes by name with their kwargs.
 
 Each trial's ``result.json`` becomes a :class:`~rsiframe.evaluators.local.TaskRun`: reward,
 exception, phase timings, agent tokens and cost, and the trial's files (ATIF trajectory
@@ -38,21 +39,20 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rsiframe import __version__
 from rsiframe.certs.keys import key_dir
-from rsiframe.errors import EngineUnavailable, TaskSetError
 from rsiframe.evaluators.harbor import venv as harborenv
+from rsiframe.recipe.evaluator import HarborEngineConfig
 from rsiframe.sandbox.bwrap import host_secrets
-from rsiframe.tasks.taskset import Task, TaskSet
+from rsiframe.tasks.taskset import Task
 from rsiframe.util.digest import sha256_bytes, sha256_json
 
 if TYPE_CHECKING:
-    from rsiframe.evaluators.local import EvaluationOutput, HarnessEndpoint, ModelEndpoints, TaskRun
+    from rsiframe.evaluators.base import EvaluationOutput, HarnessEndpoint, ModelEndpoints, TaskRun
 
 TAIL = 4000
 
@@ -71,47 +71,6 @@ SAME_PATHS = _SamePaths()
 ENVIRONMENTS = ("bwrap", "docker", "daytona", "modal", "e2b", "runloop", "gke")
 BWRAP_ENV = f"{harborenv.PLUGIN_PACKAGE}.environment:BwrapEnvironment"
 CANDIDATE_AGENT = f"{harborenv.PLUGIN_PACKAGE}.agent:CandidateAgent"
-
-
-class HarborEngineConfig(BaseModel):
-    """Config of the ``harbor`` engine (``evaluator.config`` in a recipe)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    agent: str | None = Field(
-        None, description="shell command that runs the candidate's agent (cwd: the workdir)"
-    )
-    harbor_agent: str | None = Field(
-        None, description="a Harbor built-in agent instead (oracle, nop, terminus-2, ...)"
-    )
-    agent_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="kwargs of the built-in agent"
-    )
-    agent_config: str | None = Field(
-        None,
-        description="a YAML/JSON file of the candidate merged into agent_kwargs (its prompt, "
-        "kwargs, tools); a string value 'candidate:PATH' becomes that file's path",
-    )
-    model: str | None = Field(None, description="model name for a built-in agent")
-    environment: Literal["bwrap", "docker", "daytona", "modal", "e2b", "runloop", "gke"] = Field(
-        "bwrap", description="where trials run"
-    )
-    environment_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="kwargs passed to the environment (cloud accounts)"
-    )
-    run_dockerfile: bool = Field(
-        False, description="bwrap: run the Dockerfile's RUN lines at set-up (namespace root)"
-    )
-    concurrency: int = Field(2, ge=1, le=256, description="n_concurrent_trials")
-    agent_timeout_s: float | None = Field(None, gt=0, description="cap on each agent run")
-    verifier_timeout_s: float | None = Field(None, gt=0, description="cap on each verifier")
-    output_limit_bytes: int = Field(1 << 20, ge=1024, description="bytes kept per file")
-
-    @model_validator(mode="after")
-    def _one_agent(self) -> HarborEngineConfig:
-        if (self.agent is None) == (self.harbor_agent is None):
-            raise ValueError("give exactly one of agent (a command) or harbor_agent (a name)")
-        return self
 
 
 def _code_digest() -> str:
@@ -253,7 +212,7 @@ class HarborEngine:
     ) -> EvaluationOutput:
         """Run ``tasks`` as one Harbor job; each trial's outcome goes to ``on_done`` as it
         finishes, and the job folder becomes evidence."""
-        from rsiframe.evaluators.local import EvaluationOutput, gateway_endpoint
+        from rsiframe.evaluators.base import EvaluationOutput, gateway_endpoint
 
         # a model name without models: is Harbor's own business (no gateway hook then)
         ep = gateway_endpoint(self.config.model, model_endpoint) if model_endpoint else None
@@ -334,7 +293,7 @@ class HarborEngine:
         return self._proc.returncode
 
     def _trial_run(self, trial: Path, by_path: dict[str, Task]) -> tuple[TaskRun, dict[str, bytes]]:
-        from rsiframe.evaluators.local import TaskRun
+        from rsiframe.evaluators.base import TaskRun
 
         res = json.loads((trial / "result.json").read_text())
         path = str(Path((res.get("task_id") or {}).get("path") or "").resolve())
@@ -462,91 +421,3 @@ def _reward(rewards: dict[str, Any]) -> tuple[float, str | None]:
 
 
 # -- preflight ----------------------------------------------------------------------
-
-_CHECK_TASKS = """
-import json, sys
-from harbor.models.task.task import Task
-problems = []
-for path in sys.argv[1:]:
-    try:
-        Task(path)
-    except Exception as exc:
-        lines = [x.strip() for x in str(exc).splitlines() if x.strip()][:3]
-        problems.append([path, (type(exc).__name__ + ": " + "; ".join(lines))[:400]])
-print(json.dumps(problems))
-"""
-
-
-def harbor_task_problems(paths: list[Path], py: str | None = None) -> list[tuple[str, str]]:
-    """(task folder, why) for every folder Harbor's own task loader rejects."""
-    py = py or harborenv.python()
-    res = subprocess.run(
-        [py, "-c", _CHECK_TASKS, *map(str, paths)],
-        capture_output=True,
-        text=True,
-        env=harborenv.harbor_env(Path(tempfile.gettempdir())),
-        timeout=300,
-    )
-    if res.returncode != 0:
-        raise EngineUnavailable(f"Harbor cannot load tasks: {res.stderr.strip()[-300:]}")
-    return [(p, why) for p, why in json.loads(res.stdout.strip().splitlines()[-1])]
-
-
-def bwrap_environment_problem() -> str | None:
-    """Why the bwrap environment cannot start here, or None."""
-    binary = shutil.which("bwrap")
-    if binary is None:
-        return "the bwrap environment needs bubblewrap (apt-get install bubblewrap)"
-    argv = [binary, "--unshare-all", "--unshare-user", "--cap-drop", "ALL", "--uid", "1000"]
-    argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"]
-    res = subprocess.run(argv, capture_output=True, text=True)
-    if res.returncode != 0:
-        return f"the bwrap environment cannot start: {res.stderr.strip()[-200:]}"
-    if os.geteuid() == 0:  # as root it overlays the system folders: that must work too
-        with tempfile.TemporaryDirectory(prefix="rsiframe-probe-") as tmp:
-            for d in ("up", "wk", "mnt"):
-                os.mkdir(os.path.join(tmp, d))
-            opts = f"lowerdir=/usr,upperdir={tmp}/up,workdir={tmp}/wk"
-            script = f"mount -t overlay overlay -o {opts} {tmp}/mnt"
-            cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
-            try:
-                res = subprocess.run(cmd, capture_output=True, text=True)
-            except OSError as exc:
-                return f"the bwrap environment cannot start: unshare: {exc.strerror}"
-            if res.returncode != 0:
-                why = res.stderr.strip()[-200:]
-                return f"the bwrap environment cannot mount its overlays: {why}"
-    return None
-
-
-def docker_environment_problem() -> str | None:
-    """Why Harbor's docker environment cannot start here (engine down, no Compose v2)."""
-    if shutil.which("docker") is None:
-        return "Harbor's docker environment needs the docker CLI"
-    res = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True)
-    if res.returncode != 0:
-        return "the Docker engine is not running (docker info failed)"
-    res = subprocess.run(["docker", "compose", "version"], capture_output=True)
-    if res.returncode != 0:
-        return "Harbor's docker environment needs Docker Compose v2 (docker compose)"
-    return None
-
-
-def preflight(config: HarborEngineConfig, taskset: TaskSet, task_ids: list[str]) -> None:
-    """Everything the harbor engine needs, checked before a run folder exists."""
-    problem = None
-    if config.environment == "bwrap":
-        problem = bwrap_environment_problem()
-    elif config.environment == "docker":
-        problem = docker_environment_problem()
-    if problem:
-        raise EngineUnavailable(problem, where="evaluator.config.environment")
-    py = harborenv.python()
-    found = harborenv.version_of(py)
-    if found != harborenv.HARBOR_VERSION:
-        raise EngineUnavailable(
-            f"Harbor {harborenv.HARBOR_VERSION} is required, {py} has {found or 'none'}"
-        )
-    paths = [taskset.tasks[t].path for t in task_ids]
-    for path, why in harbor_task_problems(paths, py):
-        raise TaskSetError(f"Harbor rejects this task: {why}", where=path)

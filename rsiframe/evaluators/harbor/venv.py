@@ -3,9 +3,9 @@
 Harbor needs Python >= 3.12 while rsiframe supports 3.11, so Harbor runs out of process
 from its own venv (``$RSIFRAME_CACHE_DIR/harbor/harbor-<version>``), created on first
 use (about 1.5 minutes, 426 MB) or by ``make harbor``. When rsiframe itself runs on >= 3.12
-with that Harbor installed, its own interpreter is used. The plug-ins Harbor loads by
-import path (:mod:`rsiframe.evaluators.harbor.plugins`) are staged into a folder of their own and put on
-``PYTHONPATH``, so Harbor's process imports them and nothing else of rsiframe.
+with that Harbor installed, its own interpreter is used. The plug-ins Harbor loads by import
+path (:mod:`rsiframe.evaluators.harbor.plugins`) are staged into a folder of their own and
+put on ``PYTHONPATH``, so Harbor's process imports them and nothing else of rsiframe.
 """
 
 from __future__ import annotations
