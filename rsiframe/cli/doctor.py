@@ -28,6 +28,7 @@ from typing import Any
 import click
 from pydantic import BaseModel
 
+from rsiframe.cli.common import friendly, print_json
 from rsiframe.errors import ModelError, RecipeError, RsiError
 
 #: what a doctor's model call asks: a handful of tokens, whatever the model answers
@@ -315,27 +316,22 @@ def mark(c: Check) -> str:
     return "ok" if c.ok else ("FAIL" if c.needed else "--")
 
 
-def command(friendly: Callable[[Any], Any], print_json: Callable[[Any], None]) -> click.Command:
-    """The click command, given the CLI's error rendering (nothing imports ``cli.py``)."""
-
-    @click.command("doctor")
-    @click.argument("recipe", type=click.Path(path_type=Path), required=False)
-    @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-    @friendly
-    def doctor_cmd(recipe: Path | None, as_json: bool) -> None:
-        """What this machine can run: bubblewrap, Docker, Harbor's environment, Ray, a GPU;
-        with RECIPE, one tiny metered call to each declared model. One line each: ok, or
-        what is wrong (FAIL when RECIPE, or the default path without one, needs it; -- when
-        not needed). Exit 0 when everything needed is ok, 1 otherwise, 2 for a bad RECIPE."""
-        report = doctor(recipe)
-        if as_json:
-            print_json(report.model_dump(mode="json"))
-        else:
-            for c in report.checks:
-                click.echo(f"{c.name:<20} {mark(c):<4}  {c.detail}")
-        if not report.ok:
-            bad = [c.name for c in report.checks if c.needed and not c.ok]
-            click.echo(f"rsiframe: doctor: not ok: {', '.join(bad)}", err=True)
-            sys.exit(1)
-
-    return doctor_cmd
+@click.command("doctor")
+@click.argument("recipe", type=click.Path(path_type=Path), required=False)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def doctor_command(recipe: Path | None, as_json: bool) -> None:
+    """What this machine can run: bubblewrap, Docker, Harbor's environment, Ray, a GPU;
+    with RECIPE, one tiny metered call to each declared model. One line each: ok, or
+    what is wrong (FAIL when RECIPE, or the default path without one, needs it; -- when
+    not needed). Exit 0 when everything needed is ok, 1 otherwise, 2 for a bad RECIPE."""
+    report = doctor(recipe)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        for c in report.checks:
+            click.echo(f"{c.name:<20} {mark(c):<4}  {c.detail}")
+    if not report.ok:
+        bad = [c.name for c in report.checks if c.needed and not c.ok]
+        click.echo(f"rsiframe: doctor: not ok: {', '.join(bad)}", err=True)
+        sys.exit(1)

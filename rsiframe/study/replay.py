@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
 from pydantic import BaseModel
 
 from rsiframe.archive.runfolder import RunPaths
@@ -237,28 +235,3 @@ def replay(run: Path, out: Path, say: Callable[[str], None] = lambda m: None) ->
         source_state=source.run_state(),
         replay_state=copy.run_state(),
     )
-
-
-def command(friendly: Callable[[Any], Any], print_json: Callable[[Any], None]) -> click.Command:
-    """The click command, given the CLI's error rendering (nothing imports ``cli.py``)."""
-
-    @click.command("replay")
-    @click.argument("run_dir", type=click.Path(path_type=Path))
-    @click.option(
-        "--out", type=click.Path(path_type=Path), required=True, help="the replay's run folder"
-    )
-    @click.option("--json", "as_json", is_flag=True, help="the comparison as JSON")
-    @friendly
-    def replay_cmd(run_dir: Path, out: Path, as_json: bool) -> None:
-        """Run RUN_DIR's recipe again into OUT with every model call answered from
-        RUN_DIR's archive and no endpoint configured (a request it never made is refused),
-        then compare the candidates: same ids, parents, trees and states. One line says
-        which; exit 0 when the same, 1 when they differ."""
-        report = replay(run_dir, out, say=lambda m: click.echo(f"rsiframe: {m}", err=True))
-        if as_json:
-            print_json(report.model_dump(mode="json"))
-        click.echo(report.verdict(), err=as_json)
-        if not report.same:
-            sys.exit(1)
-
-    return replay_cmd

@@ -1,0 +1,298 @@
+"""Commands on one run: ``run``, ``resume``, ``status``, ``verify``, ``view``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from rsiframe.cli.common import (
+    EXIT_INTERRUPTED,
+    RAY_ADDRESS,
+    friendly,
+    print_json,
+    sigterm_as_interrupt,
+    stderr,
+    stdout,
+    unset_option,
+)
+from rsiframe.errors import EXIT_FAILED
+
+
+def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
+    from rsiframe.archive.loader import LoadedRun
+    from rsiframe.audit.report import print_summary, status_of
+    from rsiframe.cli.progress import RichProgress
+    from rsiframe.engine.loop import RunFailure
+
+    err = stderr()
+    budget = engine.recipe.budget
+    progress = RichProgress(err, budget.max_generations, budget.max_candidates)
+    if not quiet:
+        engine.progress = progress
+    interrupted = False
+    # drive() records a failure in the archive; a RunFailure is then reported from the state,
+    # a user error as one line (friendly), anything else as a traceback
+    try:
+        with progress if not quiet else _Null():
+            engine.drive()
+    except KeyboardInterrupt:
+        interrupted = True
+    except RunFailure:
+        pass
+    finally:
+        engine.close()
+    # the engine's own state is the fold of everything it read and wrote: no re-read
+    report = status_of(LoadedRun(engine.paths, engine.state.verifier, [], engine.state, b""))
+    report.head = engine.archive.head
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        print_summary(report, stdout())
+    if interrupted:
+        click.echo(
+            f"rsiframe: interrupted; continue with: rsiframe resume {engine.paths.root}", err=True
+        )
+        sys.exit(EXIT_INTERRUPTED)
+    if report.state == "failed":
+        click.echo(f"rsiframe: run failed: {report.reason}", err=True)
+        sys.exit(EXIT_FAILED)
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@click.command()
+@click.argument("recipe", type=click.Path(path_type=Path))
+@click.option(
+    "--out", type=click.Path(path_type=Path), help="run folder (default archive/<name>-<UTC time>)"
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="override one recipe key, e.g. slots.select.config.size=4; a YAML mapping replaces "
+    "the mapping at KEY (repeatable). The run's name then says what changed",
+)
+@unset_option
+@click.option("--quiet", "-q", is_flag=True, help="no live progress")
+@click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@RAY_ADDRESS
+@friendly
+def run(
+    recipe: Path,
+    out: Path | None,
+    sets: tuple[str, ...],
+    unsets: tuple[str, ...],
+    quiet: bool,
+    as_json: bool,
+    ray_address: str | None,
+) -> None:
+    """Start a run of RECIPE. Prints the run folder on the first line of stdout.
+
+    Candidates in flight come from the recipe's `concurrency: {candidates: K, mode: M}`
+    (e.g. --set concurrency.candidates=4). Mode generational (the default) gives the
+    same candidates, scores and champion for every K; mode steady starts a new
+    proposal whenever a slot frees and is NOT deterministic. Ctrl-C stops new work,
+    waits up to $RSIFRAME_GRACE_S seconds (default 10) for work in flight, then kills
+    its sandboxes; `resume` re-runs what was open.
+    """
+    from rsiframe.engine.loop import Engine
+
+    sigterm_as_interrupt()
+    engine = Engine.create(recipe, list(sets), out, ray_address, unsets=list(unsets))
+    click.echo(str(engine.paths.root))
+    sys.stdout.flush()
+    _drive(engine, quiet, as_json)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--retry-failed", is_flag=True, help="evaluate failed candidates again")
+@click.option("--quiet", "-q", is_flag=True, help="no live progress")
+@click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
+@RAY_ADDRESS
+@friendly
+def resume(
+    run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool, ray_address: str | None
+) -> None:
+    """Continue an interrupted run after re-verifying its archive and locks."""
+    from rsiframe.engine.loop import Engine
+
+    sigterm_as_interrupt()
+    engine, notes = Engine.open(run_dir, retry_failed=retry_failed, ray_address=ray_address)
+    click.echo(str(engine.paths.root))
+    for note in notes:
+        click.echo(f"rsiframe: {note}", err=True)
+    if not engine.needs_work():
+        click.echo(
+            "rsiframe: the run has already ended; nothing to resume"
+            + ("" if retry_failed else " (use --retry-failed to retry failed candidates)"),
+            err=True,
+        )
+    _drive(engine, quiet, as_json)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def status(run_dir: Path, as_json: bool) -> None:
+    """Show a run's state, budget and every candidate with its verified scores."""
+    from rsiframe.archive.loader import load_run
+    from rsiframe.audit.drift import operator_drift, task_drift
+    from rsiframe.audit.report import candidate_table, print_summary, status_of
+    from rsiframe.audit.verify import lock_problems
+
+    loaded = load_run(run_dir)
+    report = status_of(loaded)
+    report.notes += [f"lock: {p}" for p in lock_problems(loaded.paths, loaded.state)]
+    report.notes += [f"lock: {p}" for p in operator_drift(loaded.paths)]
+    report.notes += [f"lock: {p}" for p in task_drift(loaded.paths)[0]]
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    out = stdout()
+    out.print(candidate_table(report))
+    print_summary(report, out)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--reproduce",
+    is_flag=True,
+    help="also re-evaluate the champion from a fresh export in a fresh sandbox on every "
+    "split it was certified on (sealed included) and compare per-task rewards",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    show_default=True,
+    help="largest per-task reward deviation --reproduce accepts (0: exact, for deterministic "
+    "tasks)",
+)
+@click.option(
+    "--tasks",
+    "tasks_root",
+    type=click.Path(path_type=Path),
+    help="the run's task set, if not at the path its lock names (checked against the lock)",
+)
+@click.option("--candidate", metavar="ID", help="reproduce this candidate instead of the champion")
+@click.option(
+    "--head",
+    metavar="N:HASH",
+    help="a chain head written down earlier (run and status print it): fail unless the "
+    "archive still holds that event at that position (detects truncation)",
+)
+@click.option(
+    "--rebuild", is_flag=True, help="with --reproduce: build D/T/H models again, not from cache"
+)
+@click.option(
+    "--key",
+    "key_file",
+    type=click.Path(path_type=Path),
+    help="the run's public key (PEM) obtained out of band: pubkey.pem must be this key",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def verify(
+    run_dir: Path,
+    reproduce: bool,
+    tolerance: float,
+    tasks_root: Path | None,
+    candidate: str | None,
+    rebuild: bool,
+    key_file: Path | None,
+    head: str | None,
+    as_json: bool,
+) -> None:
+    """Check a run with only its folder and public key; no private key is needed.
+
+    Checks, each reported by name: pubkey, chain (hash chain), signatures (every event),
+    state, certificates (signed and bound to run, commit, tree, recipe, evaluator and
+    task set), locks, operators (operator code on disk as locked), tasks (the task set on
+    disk as locked; skipped when it is not there), commits (in repo.git with the recorded
+    tree), admitted (verified records), evidence (trajectories and logs). --reproduce adds
+    reproduce, --head adds head (a recorded chain head is still in the chain). Nothing is
+    written into the run folder. Exit 0 when every check passes, 1 otherwise.
+    """
+    from rsiframe.audit.verify import verify as verify_run
+    from rsiframe.errors import RunFolderError
+
+    key = None
+    if key_file is not None:
+        try:
+            key = key_file.read_bytes()
+        except OSError as exc:
+            raise RunFolderError(f"--key: cannot read {key_file}: {exc.strerror}") from exc
+    report = verify_run(
+        run_dir,
+        reproduce=reproduce,
+        tolerance=tolerance,
+        tasks_root=tasks_root,
+        expected_key=key,
+        candidate=candidate,
+        head=head,
+        rebuild=rebuild,
+    )
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        out = stdout()
+        table = Table(title=f"verify {report.path}", title_justify="left")
+        for col in ("check", "result", "detail"):
+            table.add_column(col, overflow="fold")
+        style = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
+        for c in report.checks:
+            table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", escape(c.detail))
+        out.print(table)
+        out.print(f"keyid {report.keyid}", highlight=False)
+        for p in report.problems:
+            out.print(f"  - {p}", highlight=False, markup=False)
+        for n in report.notes + (report.reproduce.notes if report.reproduce else []):
+            out.print(f"note: {n}", highlight=False, markup=False)
+        verdict = "OK" if report.ok else "FAILED"
+        out.print(f"{verdict}: {report.records} signed records, {len(report.problems)} problems")
+    if not report.ok:
+        failed = [c.name for c in report.checks if c.status == "failed"]
+        first = report.problems[0] if report.problems else "checks skipped"
+        click.echo(
+            f"rsiframe: verification failed ({', '.join(failed)}): {first}"
+            + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),
+            err=True,
+        )
+        sys.exit(EXIT_FAILED)
+
+
+@click.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--poll",
+    type=click.FloatRange(min=0.1),
+    default=1.0,
+    show_default=True,
+    help="seconds between checks for new events of a live run",
+)
+@friendly
+def view(path: Path, poll: float) -> None:
+    """Browse runs in the terminal, read-only: PATH is a run folder or a folder of runs.
+
+    Screens: runs, run (recipe, budget, score plot, candidates table; `/` filters),
+    lineage, candidate (diff, certificates, rewards, trajectories and logs, notes).
+    A run still being written updates live. `?` lists every key, `q` quits.
+    """
+    from rsiframe.viewer.app import ViewerApp
+
+    ViewerApp(path, poll_seconds=poll).run()

@@ -1,0 +1,349 @@
+"""Tools: ``recipe check/show``, ``tasks check``, ``operators list/describe``,
+``selftest integrity``, ``stub-llm``."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from rsiframe.cli.common import (
+    friendly,
+    print_json,
+    stderr,
+    stdout,
+    unset_option,
+)
+from rsiframe.errors import EXIT_FAILED
+
+
+@click.group()
+def selftest() -> None:
+    """Self-tests of rsiframe's own guarantees."""
+
+
+@selftest.command("integrity")
+@click.option(
+    "--trials",
+    "-n",
+    type=click.IntRange(min=1),
+    default=None,
+    help="independent trials per scenario (default 2: a few minutes on 2 cores)",
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    metavar="NAME",
+    help="run only this scenario (repeatable); --list shows them",
+)
+@click.option("--seed", type=int, default=None, help="seed of the trials (default: random)")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "bwrap", "process", "docker"]),
+    default="auto",
+    show_default=True,
+    help="the experiment's evaluation sandbox (process: see what the fallback lets through; "
+    "docker: containers of the local base image)",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "harbor"]),
+    default="local",
+    show_default=True,
+    help="the experiment's evaluator engine (harbor: Harbor with the bwrap environment)",
+)
+@click.option(
+    "--candidates",
+    type=click.IntRange(1, 64),  # schema.MAX_CANDIDATES_IN_FLIGHT
+    default=None,
+    help="the experiment's concurrency.candidates (candidates in flight; default 1)",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["generational", "steady"]),
+    default=None,
+    help="the experiment's concurrency.mode (steady is not deterministic)",
+)
+@click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def selftest_integrity(
+    trials: int | None,
+    scenarios: tuple[str, ...],
+    seed: int | None,
+    sandbox: str,
+    engine: str,
+    candidates: int | None,
+    mode: str | None,
+    list_only: bool,
+    as_json: bool,
+) -> None:
+    """Crash and attack a tiny built-in experiment, then check the archive still holds.
+
+    Each scenario (SIGKILL at a stage, a torn append, a candidate writing outside its
+    surface or reading the key, a forged or replayed archive entry, an edited task,
+    a misbehaving operator, ...) runs N independent trials, each in its own temp
+    folder with its own key folder. A trial passes when the run ends valid and
+    attributable (verify passes, or the tampering is detected and named), every
+    certified reward equals the ground truth, and the champion reproduces.
+    Exit 0 when every trial passes, 1 otherwise.
+    """
+    from rsiframe.selftest.runner import DEFAULT_TRIALS, check_names, describe, run_selftest, table
+
+    if list_only:
+        names = check_names(list(scenarios))
+        if as_json:
+            print_json([{"name": n, "description": describe(n)} for n in names])
+        else:
+            for n in names:
+                click.echo(f"{n:24} {describe(n)}")
+        return
+    err = stderr()
+
+    def on_trial(name: str, r: Any) -> None:
+        if not as_json:
+            mark = "ok" if r.passed else "FAIL"
+            err.print(f"{name} #{r.trial}: {mark} ({r.seconds:.1f} s)", highlight=False)
+            for p in r.problems[:3]:
+                err.print(f"    {p}", highlight=False, markup=False)
+
+    concurrency = {"candidates": candidates or 1, "mode": mode or "generational"}
+    report = run_selftest(
+        trials or DEFAULT_TRIALS,
+        list(scenarios),
+        seed=seed,
+        sandbox=sandbox,
+        engine=engine,
+        concurrency=concurrency if candidates or mode else None,
+        on_trial=on_trial,
+    )
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        out = stdout()
+        out.print(table(report))
+        failed = sum(s.failed for s in report.scenarios)
+        total = sum(s.trials for s in report.scenarios)
+        out.print(f"{total - failed}/{total} trials passed in {report.seconds:.0f} s")
+    if not report.ok:
+        bad = [s.name for s in report.scenarios if s.failed]
+        click.echo(f"rsiframe: self-test failed: {', '.join(bad)}", err=True)
+        sys.exit(EXIT_FAILED)
+
+
+@click.group()
+def recipe() -> None:
+    """Check and show recipes."""
+
+
+@recipe.command("check")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@unset_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
+    """Validate FILE: schema, operators and their configs, seed, tasks and surface."""
+    from rsiframe.engine.preflight import plan
+
+    info = plan(file, list(sets), unsets=list(unsets))
+    if as_json:
+        print_json(
+            {
+                "ok": True,
+                "digest": info.resolved.digest,
+                "split": info.split,
+                "seed_files": len(info.seed.entries),
+                "operators": {slot: spec.operator for slot, spec in _slots(info)},
+                "models": info.models.as_json() if info.models else None,
+            }
+        )
+    else:
+        click.echo(f"{file}: ok ({info})")
+
+
+@recipe.command("show")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
+@unset_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def recipe_show(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
+    """Print the resolved recipe (extends merged, overrides applied, defaults filled in)."""
+    from rsiframe.recipe import load as recipe_mod
+
+    resolved = recipe_mod.load(file, list(sets), unsets=list(unsets))
+    if as_json:
+        print_json({"digest": resolved.digest, "recipe": resolved.data})
+    else:
+        click.echo(f"# digest: {resolved.digest}")
+        click.echo(recipe_mod.dump(resolved.data), nl=False)
+
+
+@click.group()
+def tasks() -> None:
+    """Check Harbor task folders and data sets."""
+
+
+@tasks.command("check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--oracle",
+    is_flag=True,
+    help="run each task's solution/solve.sh as the agent on the local and harbor engines",
+)
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(["local", "harbor"]),
+    help="with --oracle: only this engine (repeatable; default both)",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def tasks_check(path: Path, oracle: bool, engines: tuple[str, ...], as_json: bool) -> None:
+    """Validate PATH, a Harbor task folder or a folder of tasks: one line per problem.
+
+    Exit 0 when there is none, 1 when there are problems, 2 when PATH holds no task."""
+    from rsiframe.evaluators.taskcheck import ENGINES, check
+
+    report = check(path, oracle=oracle, engines=engines or ENGINES)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        for p in report.problems:
+            click.echo(str(p))
+        done = f"{report.tasks} task(s)" + (
+            ", oracle on " + "+".join(report.oracle) if oracle else ""
+        )
+        click.echo(
+            f"{path}: {done}: " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"),
+            err=True,
+        )
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
+
+
+@click.group()
+def operators() -> None:
+    """List and describe the installed operators."""
+
+
+@operators.command("list")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def operators_list(as_json: bool) -> None:
+    """Every operator registered under the rsiframe.operators entry point group."""
+    from rsiframe.api import SLOTS
+    from rsiframe.slots.registry import installed, resolve
+
+    rows = []
+    for (slot, name), info in sorted(
+        installed().items(), key=lambda kv: (SLOTS.index(kv[0][0]), kv[0][1])
+    ):
+        cls = resolve(slot, name)
+        doc = inspect.cleandoc(cls.__doc__ or "").splitlines()
+        rows.append({"slot": slot, "name": name, "ref": info.ref, "summary": doc[0] if doc else ""})
+    if as_json:
+        print_json(rows)
+        return
+    table = Table()
+    for col in ("slot", "name", "summary"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["slot"], r["name"], r["summary"])
+    stdout().print(table)
+
+
+@operators.command("describe")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def operators_describe(name: str, as_json: bool) -> None:
+    """Config fields of operator NAME (or SLOT.NAME): type, default, description."""
+    from rsiframe.slots.registry import describe
+
+    info, cls = describe(name)
+    fields = []
+    for fname, f in cls.Config.model_fields.items():
+        default = None if f.is_required() else f.get_default(call_default_factory=True)
+        if hasattr(default, "model_dump"):  # a nested config model (e.g. network)
+            default = default.model_dump(mode="json")
+        fields.append(
+            {
+                "name": fname,
+                "type": _type_name(f.annotation),
+                "required": f.is_required(),
+                "default": default,
+                "description": f.description or "",
+            }
+        )
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    from rsiframe.api import GATE_DETAIL, INFORMATION
+
+    reads = sorted(INFORMATION[info.slot])
+    if as_json:
+        print_json(
+            {
+                "slot": info.slot,
+                "name": info.name,
+                "ref": info.ref,
+                "doc": doc,
+                "fields": fields,
+                "reads": reads,
+                "reads_with_gate_detail": sorted(GATE_DETAIL),
+                "grants": sorted(cls.grants),
+            }
+        )
+        return
+    out = stdout()
+    out.print(f"[bold]{info.slot}.{info.name}[/]  ({info.ref})")
+    if doc:
+        out.print(doc, markup=False, highlight=False)
+    out.print(
+        f"may read: {', '.join(reads)}; with information.gate_detail also "
+        f"{', '.join(sorted(GATE_DETAIL))}; sealed results never",
+        highlight=False,
+    )
+    if cls.grants:
+        out.print(f"declared grants: {', '.join(sorted(cls.grants))}", highlight=False)
+    if not fields:
+        out.print("no config fields")
+        return
+    table = Table()
+    for col in ("field", "type", "default", "description"):
+        table.add_column(col, overflow="fold")
+    for f in fields:
+        default = "(required)" if f["required"] else json.dumps(f["default"], default=str)
+        table.add_row(f["name"], f["type"], default, f["description"])
+    out.print(table)
+
+
+@click.command("stub-llm")
+@click.option("--script", "script", type=click.Path(path_type=Path), required=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8765, show_default=True)
+@friendly
+def stub_llm(script: Path, host: str, port: int) -> None:
+    """Serve a scripted OpenAI-compatible stub endpoint (tests, demos; GET /stub/stats)."""
+    from rsiframe.gateway.stub import Script, StubLLM, uvicorn
+
+    stub = StubLLM(Script.load(script))
+    click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")
+    uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
+
+
+def _slots(info: Any) -> list[tuple[str, Any]]:
+    slots = info.resolved.recipe.slots
+    return [(slot, slots.get(slot)) for slot in info.resolved.operators]
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if not hasattr(annotation, "__args__") else None
+    return text or str(annotation).replace("typing.", "")
