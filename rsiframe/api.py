@@ -430,9 +430,9 @@ class ReflectOperator(Operator):
 class SlotSpec:
     """One lifecycle slot: everything the framework knows about it, in one row."""
 
-    name: str
+    name: str  # also the method the engine calls on its operator
     base: type[Operator]  # the class an operator for this slot subclasses
-    method: str  # the method the engine calls on it
+    context: type[Context]  # what that method receives (built by field for untrusted ones)
     result: type[Result]  # what that method returns
     required: bool  # a recipe must fill it
     #: what the slot's operators may read through their :class:`RunView` (``READS``);
@@ -442,24 +442,45 @@ class SlotSpec:
     #: reads beyond ``reads`` an operator of this slot may declare for itself
     #: (``Operator.grants``, checked when it is loaded); never sealed results
     grantable: frozenset[str] = frozenset()
+    #: called inside a child's mutation transaction: in generational mode its reads see
+    #: the state as the child's generation began
+    in_transaction: bool = False
+    #: its context has ``run_train``: uncertified task runs, charged to ``max_task_runs``
+    runs_tasks: bool = False
+    #: it changes the child's work folder (a candidate's own operator gets it writable)
+    writes_work: bool = False
+
+    @property
+    def method(self) -> str:
+        return self.name
 
 
+# the columns a row sets beyond the positional ones (read them in SlotSpec above)
+_TX: dict[str, Any] = {"in_transaction": True}
+_TX_RUNS: dict[str, Any] = {**_TX, "runs_tasks": True}
+_TX_WRITES: dict[str, Any] = {**_TX, "writes_work": True}
 #: Every slot, in lifecycle order. The one source: the recipe schema, the registry, the
 #: engine, the untrusted-operator contract and the viewer all read this table.
 SLOT_TABLE: dict[str, SlotSpec] = {
     s.name: s
     for s in (
-        SlotSpec("select", SelectOperator, "select", Selection, True, _COMMON),
-        SlotSpec("merge", MergeOperator, "merge", MergePlan, False, _COMMON),
-        SlotSpec("rollout", RolloutOperator, "rollout", Rollout, True, _COMMON),
-        SlotSpec("analyze", AnalyzeOperator, "analyze", Analysis, False, _COMMON, True),
-        SlotSpec("mutate", MutateOperator, "mutate", Mutation, True, _COMMON, True),
-        SlotSpec("validate", ValidateOperator, "validate", Check, False, _COMMON, True),
-        SlotSpec("novelty", NoveltyOperator, "novelty", Check, False, _COMMON, True),
+        SlotSpec("select", SelectOperator, SelectContext, Selection, True, _COMMON, **_TX),
+        SlotSpec("merge", MergeOperator, MergeContext, MergePlan, False, _COMMON, **_TX),
+        SlotSpec("rollout", RolloutOperator, RolloutContext, Rollout, True, _COMMON, **_TX_RUNS),
+        SlotSpec("analyze", AnalyzeOperator, AnalyzeContext, Analysis, False, _COMMON, True, **_TX),
+        SlotSpec(
+            "mutate", MutateOperator, MutateContext, Mutation, True, _COMMON, True, **_TX_WRITES
+        ),
+        SlotSpec(
+            "validate", ValidateOperator, ValidateContext, Check, False, _COMMON, True, **_TX_RUNS
+        ),
+        SlotSpec("novelty", NoveltyOperator, NoveltyContext, Check, False, _COMMON, True, **_TX),
         # a statistical gate may declare the grant to compare per-task gate rewards
-        SlotSpec("gate", GateOperator, "gate", GateDecision, True, _COMMON, False, GATE_DETAIL),
-        SlotSpec("record", RecordOperator, "record", Notes, True, _COMMON),
-        SlotSpec("reflect", ReflectOperator, "reflect", Reflection, False, _COMMON),
+        SlotSpec(
+            "gate", GateOperator, GateContext, GateDecision, True, _COMMON, False, GATE_DETAIL
+        ),
+        SlotSpec("record", RecordOperator, RecordContext, Notes, True, _COMMON),
+        SlotSpec("reflect", ReflectOperator, ReflectContext, Reflection, False, _COMMON),
     )
 }
 # views of the table (not copies): names in order, required first for recipe checks

@@ -264,33 +264,44 @@ def test_recipe_check_on_a_harbor_recipe_imports_only_harbors_preflight() -> Non
     assert not loaded, loaded
 
 
+def _slot_names_in(node: ast.AST, names: set[str]) -> set[str]:
+    return {e.value for e in ast.walk(node) if isinstance(e, ast.Constant)} & names
+
+
+def _names_a_slot(node: ast.AST) -> bool:
+    """An operand that holds a slot's name: ``slot``, ``self.slot``, ``spec.slot`` ..."""
+    ident = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return "slot" in ident.lower()
+
+
 def test_the_slot_table_is_the_single_source() -> None:
-    """No module spells out its own copy of a column of ``api.SLOT_TABLE`` (every slot, the
-    required or optional ones, those a candidate's code may fill); each reads the table."""
+    """Slot properties live only in ``api.SLOT_TABLE``: no module keeps a collection of slot
+    names (a column, or part of one: which slots run in a transaction, run tasks, may run a
+    candidate's code ...), and no module decides by comparing a slot's name with a literal;
+    each reads the table's columns. Calling one slot by name (``calls.op("gate")``) is the
+    lifecycle, not a property, and stays."""
     from rsiframe.api import SLOT_TABLE
 
     names = set(SLOT_TABLE)
-    columns = [
-        names,
-        {n for n, s in SLOT_TABLE.items() if s.required},
-        {n for n, s in SLOT_TABLE.items() if not s.required},
-        {n for n, s in SLOT_TABLE.items() if s.candidate_code},
-    ]
-    for p in all_modules().values():
-        for node in ast.walk(ast.parse(p.read_text())):
+    found = []
+    for path in all_modules().values():
+        if path == REPO / "rsiframe" / "api.py" or "selftest" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.Tuple | ast.List | ast.Set):
-                elts = node.elts
-            elif isinstance(node, ast.Dict):  # slot -> class tables (a recipe's slots: is data)
-                elts = [
-                    k
-                    for k, v in zip(node.keys, node.values, strict=True)
-                    if isinstance(v, ast.Name)
-                ]
-            else:
-                continue
-            found = {e.value for e in elts if isinstance(e, ast.Constant)} & names
-            where = f"{p.relative_to(REPO)}:{node.lineno}"
-            assert found not in columns, f"{where} keeps its own copy of slots {found}"
+                if len(_slot_names_in(node, names)) >= 2:
+                    found.append(f"{where} keeps its own list of slots")
+            elif isinstance(node, ast.Dict):
+                keys = [k for k in node.keys if isinstance(k, ast.Constant) and k.value in names]
+                if len(keys) >= 2 and all(isinstance(v, ast.Name) for v in node.values):
+                    found.append(f"{where} keeps its own slot -> class table")
+            elif isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                literal = any(_slot_names_in(o, names) for o in operands)
+                if literal and any(_names_a_slot(o) for o in operands):
+                    found.append(f"{where} decides by a slot's name")
+    assert not found, "\n".join(found)
 
 
 def test_only_the_ray_executor_imports_ray_and_only_lazily() -> None:

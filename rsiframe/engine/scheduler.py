@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from rsiframe.api import SLOT_TABLE
 from rsiframe.archive import events as E
 from rsiframe.archive.state import Candidate, RunState
 from rsiframe.engine.budget import BudgetGuard
@@ -25,8 +26,6 @@ from rsiframe.recipe.schema import Recipe
 
 #: nothing can start until work in flight comes back
 WAIT = "wait"
-#: slots whose calls, in generational mode, see the state as the child's generation began
-TRANSACTION_SLOTS = frozenset({"select", "rollout", "analyze", "mutate", "validate", "novelty"})
 _OPEN = ("proposed", "mutated", "evaluating")
 
 
@@ -88,7 +87,7 @@ class Scheduler:
 
     def horizon(self, cid: str, slot: str) -> int | None:
         """Generational mode: a child's transaction sees the state as its generation began."""
-        if not self.generational or slot not in TRANSACTION_SLOTS:
+        if not self.generational or not SLOT_TABLE[slot].in_transaction:
             return None
         return self.generation_of.get(cid)
 

@@ -15,15 +15,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rsiframe.api import SLOT_TABLE
 from rsiframe.archive import events as E
 from rsiframe.archive.log import Event
 from rsiframe.archive.state import CHILD_SPLITS
 from rsiframe.engine.budget import BudgetGuard, TaskCosts
 from rsiframe.engine.evaluation import Stages, TaskRunner
 from rsiframe.recipe.schema import Budget
-
-#: the slots whose operators get a ``run_train`` (uncertified task runs)
-RUNNING_SLOTS = ("rollout", "validate")
 
 
 class TaskRunsRefused(RuntimeError):
@@ -36,7 +34,7 @@ def task_costs(stages: Stages, ops: dict[str, Any]) -> TaskCosts:
     and the sealed anchor's tasks."""
     train = len(stages.split.get("train", []))
     names = stages.splits or list(CHILD_SPLITS)
-    runners = [op for slot, op in ops.items() if slot in RUNNING_SLOTS]
+    runners = [op for slot, op in ops.items() if SLOT_TABLE[slot].runs_tasks]
     return TaskCosts(
         {n: len(stages.task_ids(n)) for n in names},
         tuple(names),

@@ -18,6 +18,7 @@ import os
 import random
 import sys
 import traceback
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,14 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rsiframe.api import (
     SLOT_TABLE,
     Analysis,
-    AnalyzeContext,
     CandidateView,
+    Context,
     InformationFlowError,
-    MutateContext,
-    NoveltyContext,
     Result,
     Rollout,
-    ValidateContext,
 )
 
 SCHEMA_VERSION = 1
@@ -206,42 +204,39 @@ def _load(req: Request) -> type:
     return cls
 
 
+def _context(req: Request, view: JsonRunView) -> Context:
+    """The slot's context (``SLOT_TABLE[slot].context``), each field from the request."""
+    values: dict[str, Any] = {
+        "run": view,
+        "rng": random.Random(req.rng_seed),
+        "generation": req.generation,
+        "candidate_id": req.candidate_id,
+        "parent": req.parent.view(),
+        "workdir": Path(req.workdir) if req.workdir is not None else None,
+        "rollout": Rollout.model_validate(req.rollout) if req.rollout is not None else None,
+        "analysis": Analysis.model_validate(req.analysis) if req.analysis else None,
+        "lessons": req.lessons,
+        "surface_include": tuple(req.surface_include),
+        "surface_exclude": tuple(req.surface_exclude),
+        "changes": req.changes,
+        "tree": req.tree,
+    }
+    context = SLOT_TABLE[req.slot].context
+    given = {f.name: values[f.name] for f in fields(context) if f.name in values}
+    required = [
+        f.name for f in fields(context) if f.default is MISSING and f.default_factory is MISSING
+    ]
+    missing = [n for n in required if given.get(n) is None and n != "analysis"]
+    if missing:
+        raise ValueError(f"the request lacks what a {req.slot} context needs: {missing}")
+    return context(**given)
+
+
 def _call(req: Request, view: JsonRunView) -> Result:
     cls = _load(req)
     op = cls(cls.Config.model_validate(req.config))
-    rng = random.Random(req.rng_seed)
-    parent = req.parent.view()
-    changes = req.changes
-    if req.slot == "mutate":
-        assert req.workdir is not None and req.rollout is not None
-        analysis = Analysis.model_validate(req.analysis) if req.analysis else None
-        ctx: Any = MutateContext(
-            view,
-            rng,
-            req.generation,
-            req.candidate_id,
-            parent,
-            Path(req.workdir),
-            Rollout.model_validate(req.rollout),
-            analysis,
-            req.lessons,
-            tuple(req.surface_include),
-            tuple(req.surface_exclude),
-        )
-        return op.mutate(ctx)
-    if req.slot == "analyze":
-        assert req.rollout is not None
-        ctx = AnalyzeContext(view, rng, req.generation, parent, Rollout.model_validate(req.rollout))
-        return op.analyze(ctx)
-    if req.slot == "validate":
-        assert req.workdir is not None
-        ctx = ValidateContext(
-            view, rng, req.generation, req.candidate_id, parent, Path(req.workdir), changes
-        )
-        return op.validate(ctx)
-    assert req.tree is not None
-    ctx = NoveltyContext(view, rng, req.generation, req.candidate_id, parent, req.tree, changes)
-    return op.novelty(ctx)
+    result: Result = getattr(op, SLOT_TABLE[req.slot].method)(_context(req, view))
+    return result
 
 
 def main(argv: list[str]) -> int:

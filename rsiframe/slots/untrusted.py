@@ -31,7 +31,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any, ClassVar
@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 from pydantic import Field, ValidationError
 
 from rsiframe import api, surface
-from rsiframe.api import READS, SLOT_BASES, Operator, Result, SandboxUse, may_read
+from rsiframe.api import READS, SLOT_BASES, SLOT_TABLE, Operator, Result, SandboxUse, may_read
 from rsiframe.errors import OperatorNotFound
 from rsiframe.sandbox.bwrap import Mount, SandboxOptions, make_sandbox
 from rsiframe.sandbox.mounts import INPUTS_INSIDE, LIB_INSIDE, WORK_INSIDE
@@ -122,7 +122,7 @@ class UntrustedOperator(Operator):
             cwd = m_in
             workdir = getattr(ctx, "workdir", None)
             if workdir is not None:
-                cwd = Mount(Path(workdir), WORK_INSIDE, writable=self.slot == "mutate")
+                cwd = Mount(Path(workdir), WORK_INSIDE, writable=SLOT_TABLE[self.slot].writes_work)
                 mounts.append(cwd)
             req = build_request(self.slot, ctx, self.ref, cfg.config)
             req.source = sb.view(m_src)
@@ -205,7 +205,8 @@ def build_request(slot: str, ctx: Any, ref: CandidateRef, config: dict[str, Any]
             if r is not None:
                 rewards[split] = {parent.id: r}
     trajectories = {}
-    if "trajectories:train" in allowed and slot in ("analyze", "mutate"):
+    needs = {f.name for f in fields(SLOT_TABLE[slot].context)}
+    if "trajectories:train" in allowed and "rollout" in needs:  # analyze, mutate
         trajectories[parent.id] = view.trajectories(parent.id)
     rollout = getattr(ctx, "rollout", None)
     analysis = getattr(ctx, "analysis", None)
@@ -230,7 +231,7 @@ def build_request(slot: str, ctx: Any, ref: CandidateRef, config: dict[str, Any]
         surface_exclude=list(getattr(ctx, "surface_exclude", ())),
         changes=list(getattr(ctx, "changes", [])),
         tree=getattr(ctx, "tree", None),
-        trees=sorted(view.trees()) if slot == "novelty" else [],
+        trees=sorted(view.trees()) if "tree" in needs else [],
     )
 
 
