@@ -46,6 +46,7 @@ class PairOut(_Out):
     a: str
     b: str
     design: str  # paired by seed | runs, unpaired | paired by task | —
+    runs: tuple[int, int]  # A's and B's runs with a sealed score
     units: int  # seeds, runs or tasks in the test
     differ: int  # of them, those whose difference is not 0 (paired designs)
     difference: DifferenceOut | None
@@ -148,6 +149,7 @@ def _pair_out(p: Pair) -> PairOut:
         a=p.a,
         b=p.b,
         design=p.design,
+        runs=p.runs,
         units=t.units if t else 0,
         differ=t.differ if t else 0,
         difference=DifferenceOut(mean=d.mean, ci=(d.lo, d.hi)) if d else None,

@@ -62,6 +62,7 @@ class Pair:
     diff: Estimate | None  # A - B on sealed, two-level bootstrap CI
     test: PermutationTest | None
     plan: Plan
+    runs: tuple[int, int] = (0, 0)  # A's and B's runs with a sealed score
     p_holm: float | None = None
     verdict: str = "no_data"  # no_data | cannot_tell | a_better | b_better | not_significant
 
@@ -86,7 +87,7 @@ class Pair:
         if self.design == BY_SEED:
             return f"{t.units} runs{ties}"
         if self.design == UNPAIRED:
-            return f"{t.units} runs in all"
+            return f"{self.runs[0]} + {self.runs[1]} runs"
         return f"one run ({t.units} tasks, {t.differ} differ)"
 
 
@@ -149,10 +150,12 @@ def pair(
             pa, pb = [x for x, _ in paired], [y for _, y in paired]
             diffs = [_score(x) - _score(y) for x, y in paired]
             diff = difference_ci(_rows(pa), _rows(pb), paired=True)
-            return Pair(a_name, b_name, BY_SEED, diff, sign_flip(diffs), _plan_paired(diffs))
+            plan = _plan_paired(diffs)
+            return Pair(a_name, b_name, BY_SEED, diff, sign_flip(diffs), plan, (len(a), len(b)))
         test = two_sample([_score(r) for r in a], [_score(r) for r in b])
         diff = difference_ci(_rows(a), _rows(b), paired=False)
-        return Pair(a_name, b_name, UNPAIRED, diff, test, _plan_unpaired(a, b))
+        plan = _plan_unpaired(a, b)
+        return Pair(a_name, b_name, UNPAIRED, diff, test, plan, (len(a), len(b)))
     ta, tb = _task_means(a), _task_means(b)
     common = sorted(ta.keys() & tb.keys())
     if not common:
@@ -161,7 +164,7 @@ def pair(
     diff = difference_ci(_rows(a), _rows(b), paired=False)
     one = a_name if len(a) == 1 else b_name
     line = f"{one} has one run: no per-seed variance to plan from; run each method twice or more"
-    return Pair(a_name, b_name, BY_TASK, diff, test, Plan(None, None, None, line))
+    return Pair(a_name, b_name, BY_TASK, diff, test, Plan(None, None, None, line), (len(a), len(b)))
 
 
 def judge(pairs: list[Pair], alpha: float = ALPHA) -> None:
@@ -241,8 +244,9 @@ def _plan(delta: float, variance: float, n: int, floor: int, same: str) -> Plan:
         runs,
         delta,
         sd,
-        f"about {runs} runs per method to detect {delta:+.3f} (per-seed SD {sd:.3f}) at "
-        f"{POWER:.0%} power, alpha = {ALPHA} (normal approximation{note}); you have {n}",
+        f"about {runs} runs per method to detect {delta:+.3f} (SD of a one-seed difference "
+        f"{sd:.3f}) at {POWER * 100:.0f} % power, alpha = {ALPHA} (normal approximation"
+        f"{note}); you have {n}",
     )
 
 
