@@ -100,7 +100,7 @@ class Method:
     runs: list[RunData]
     scores: dict[str, Estimate | None]
     tasks: dict[str, int]  # tasks per split (the CI resamples them)
-    names: list[str] = field(default_factory=list)  # every run name, the display name first
+    names: list[str] = field(default_factory=list)  # its runs' recipe names, the shown first
 
     def usage(self, attr: str) -> float:
         return mean([float(getattr(r, attr)) for r in self.runs])
@@ -406,6 +406,19 @@ def group(runs: list[RunData], by: str) -> list[Method]:
     return methods
 
 
+def _refuse_copies(runs: list[RunData]) -> None:
+    """A copied run folder is the same evidence twice: counted twice it would shrink every
+    CI and p-value, so it is refused."""
+    seen: dict[str, RunData] = {}
+    for r in runs:
+        first = seen.setdefault(r.run_id, r)
+        if first is not r:
+            raise RunFolderError(
+                f"{r.path} is a copy of {first.path} (run id {r.run_id}); a run counts once, "
+                "so compare each run folder once"
+            )
+
+
 def compare(
     paths: list[Path],
     *,
@@ -416,6 +429,7 @@ def compare(
     """Read, verify and group the runs under ``paths``; unfinished runs are left out (and
     listed) unless ``include_unfinished``."""
     runs = read_runs(paths)
+    _refuse_copies(runs)
     unfinished = [r for r in runs if r.unfinished]
     if not include_unfinished:
         runs = [r for r in runs if not r.unfinished]

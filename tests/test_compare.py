@@ -330,3 +330,15 @@ def test_viewer_runs_screen_groups_the_grid_by_operator(grid: Grid, tmp_path: Pa
             await pilot.press("q")
 
     asyncio.run(drive())
+
+
+def test_compare_refuses_a_copied_run(grid: Grid, tmp_path: Path) -> None:
+    """A copy verifies (it is the same signed archive), but counted twice it would shrink
+    every CI and p-value: it is refused, in one line."""
+    copy = tmp_path / "copy"
+    shutil.copytree(grid.root / "best-r0", copy, symlinks=True)
+    res = cli("compare", grid.root, copy)
+    assert res.exit_code == 2
+    line = res.stderr.strip()
+    assert "\n" not in line
+    assert f"{copy} is a copy of {grid.root / 'best-r0'}" in line and "counts once" in line

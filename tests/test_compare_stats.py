@@ -216,3 +216,64 @@ def test_a_methods_name_is_its_recipe_name_without_the_seed() -> None:
     assert recipe_name("sat3[select=best,random_seed=2]") == "sat3[select=best]"
     assert recipe_name("hill_climb.select-best") == "hill_climb.select-best"
     assert recipe_name("cut") == "cut"
+
+
+# -- the verdicts from scores alone (compare_stats on plain runs) ----------------------------
+
+
+@dataclass
+class Scored:
+    random_seed: int
+    rewards: dict[str, dict[str, float]]
+
+
+def scored(seed: int, solved: int, tasks: int = 12) -> Scored:
+    """A run whose champion solves the first ``solved`` of ``tasks`` sealed tasks."""
+    return Scored(seed, {"sealed": {f"s{i:02d}": float(i < solved) for i in range(tasks)}})
+
+
+def test_one_task_in_every_seed_is_significant_only_on_these_tasks() -> None:
+    from rsiframe.compare_stats import judge, pair
+
+    a = [scored(s, 8) for s in range(8)]
+    b = [scored(s, 7) for s in range(8)]
+    p = pair("a", a, "b", b)
+    judge([p])
+    assert p.verdict == "a_better" and p.test is not None and p.test.p == 2 / 256
+    # the same single task in every seed: a draw of 12 tasks misses it a third of the time
+    assert p.diff is not None and p.diff.lo == 0
+    assert p.reads() == "a > b on these tasks (the CI over tasks includes 0)"
+
+
+def test_holm_turns_a_lone_small_p_into_no_significant_difference() -> None:
+    from rsiframe.compare_stats import judge, pair
+
+    base = [scored(s, 6) for s in range(6)]
+    up = [scored(s, 8) for s in range(6)]  # +2/12 in every seed: p = 2/64 = 0.031
+    noisy = [scored(s, n) for s, n in enumerate((5, 7, 6, 6, 8, 4))]
+    pairs = [pair("up", up, "base", base), pair("noisy", noisy, "base", base)]
+    pairs.append(pair("up", up, "noisy", noisy))
+    judge(pairs)
+    first = pairs[0]
+    assert first.test is not None and first.test.p == pytest.approx(2 / 64)
+    # three pairs tested: Holm multiplies the smallest p by 3, above 0.05
+    assert first.p_holm == pytest.approx(3 * 2 / 64)
+    assert first.verdict == "not_significant" and first.reads() == "no significant difference"
+
+
+def test_unpaired_runs_and_a_single_run() -> None:
+    from rsiframe.compare_stats import UNPAIRED, judge, pair
+
+    a = [scored(s, 8) for s in (0, 1)]
+    b = [scored(s, 6) for s in (5, 6, 7)]
+    p = pair("a", a, "b", b)
+    judge([p])
+    assert p.design == UNPAIRED and p.verdict == "cannot_tell"  # 2 / C(5, 2) = 0.2
+    assert p.reads() == "cannot tell with 2 + 3 runs"
+    assert p.plan.runs is None and "variance 0" in p.plan.line
+    one = pair("a", a[:1], "b", b)  # a method with one run: pairs by task
+    judge([one])
+    assert one.design == "paired by task" and one.test is not None
+    assert (one.test.units, one.test.differ) == (12, 2)
+    assert one.reads() == "cannot tell with one run (12 tasks, 2 differ)"
+    assert "has one run" in one.plan.line
