@@ -19,6 +19,8 @@ METHOD_KEYS = {
     "name",
     "method_digest",
     "runs",
+    "names",
+    "unfinished_runs",
     "train",
     "gate",
     "sealed",
@@ -109,8 +111,8 @@ def test_ablate_refuses_an_operator_of_another_slot_before_any_run(tmp_path: Pat
 
 def test_compare_groups_repeats_into_methods_with_cis_over_runs(grid: Grid) -> None:
     report = compare_json(grid.root)
-    assert set(report) == {"methods", "pairs", "refused"}
-    assert report["refused"] == []
+    assert set(report) == {"methods", "pairs", "unfinished", "refused", "alpha", "notes"}
+    assert report["refused"] == [] and report["unfinished"] == []
     methods = {m["name"]: m for m in report["methods"]}
     assert set(methods) == {"mini.select-best", "mini.select-uniform"}
     for m in methods.values():
@@ -118,7 +120,7 @@ def test_compare_groups_repeats_into_methods_with_cis_over_runs(grid: Grid) -> N
         assert len(m["runs"]) == 2
         for split in ("train", "gate", "sealed"):
             est = m[split]
-            assert est["n"] == 2
+            assert est["n"] == 2 and est["tasks"] == {"train": 4, "gate": 4, "sealed": 2}[split]
             lo, hi = est["ci"]
             assert lo <= est["mean"] <= hi
         assert m["evaluations"] > 3 and m["model_tokens"] == 0 and m["cost_usd"] == 0
@@ -132,8 +134,10 @@ def test_compare_groups_repeats_into_methods_with_cis_over_runs(grid: Grid) -> N
         != methods["mini.select-uniform"]["method_digest"]
     )
     (pair,) = report["pairs"]
-    assert set(pair) == {"a", "b", "p_a_beats_b_sealed"}
-    assert 0.0 <= pair["p_a_beats_b_sealed"] <= 1.0
+    assert pair["design"] == "paired by seed" and pair["units"] == 2
+    # two seeds can never decide (an exact sign-flip test over 2 pairs gives p >= 0.5)
+    assert pair["verdict"] == "cannot_tell" and pair["p"] is None
+    assert pair["p_min"] >= 0.5 and pair["reads"].startswith("cannot tell with 2 runs")
 
 
 def test_compare_means_are_the_champions_verified_scores(grid: Grid) -> None:
@@ -152,8 +156,10 @@ def test_compare_by_run_shows_every_run_with_cis_over_tasks(grid: Grid) -> None:
     assert len(report["methods"]) == 4
     for m in report["methods"]:
         assert len(m["runs"]) == 1
-        assert m["gate"]["n"] == 4 and m["sealed"]["n"] == 2  # the mini split's tasks
+        assert m["gate"]["n"] == m["sealed"]["n"] == 1
+        assert (m["gate"]["tasks"], m["sealed"]["tasks"]) == (4, 2)  # the mini split's
     assert len(report["pairs"]) == 6
+    assert {p["design"] for p in report["pairs"]} == {"paired by task"}
 
 
 def test_compare_refuses_a_different_task_set_unless_forced(grid: Grid, tmp_path: Path) -> None:
@@ -196,7 +202,8 @@ def test_compare_writes_png_and_a_self_contained_html(grid: Grid, tmp_path: Path
     page = html.read_text()
     assert page.count("data:image/png;base64,") == 2
     assert "http://" not in page and "https://" not in page and "<script" not in page
-    assert "mini.select-best" in page and "P(A &gt; B)" in page
+    assert "mini.select-best" in page and "pairs on sealed" in page
+    assert "cannot tell with 2 runs" in page and "P(A &gt; B)" not in page
     # the terminal view holds the table, the matrix and the curve
     assert "best admitted gate so far" in res.stdout and "seed → champion" in res.stdout
 
@@ -323,3 +330,15 @@ def test_viewer_runs_screen_groups_the_grid_by_operator(grid: Grid, tmp_path: Pa
             await pilot.press("q")
 
     asyncio.run(drive())
+
+
+def test_compare_refuses_a_copied_run(grid: Grid, tmp_path: Path) -> None:
+    """A copy verifies (it is the same signed archive), but counted twice it would shrink
+    every CI and p-value: it is refused, in one line."""
+    copy = tmp_path / "copy"
+    shutil.copytree(grid.root / "best-r0", copy, symlinks=True)
+    res = cli("compare", grid.root, copy)
+    assert res.exit_code == 2
+    line = res.stderr.strip()
+    assert "\n" not in line
+    assert f"{copy} is a copy of {grid.root / 'best-r0'}" in line and "counts once" in line

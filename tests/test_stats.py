@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rsiframe.study.stats import bootstrap_ci, mcnemar, prob_greater, quantile
+from rsiframe.study.stats import bootstrap_ci, mcnemar, quantile
 
 
 def test_quantile_interpolates_linearly_like_numpy() -> None:
@@ -38,32 +38,6 @@ def test_bootstrap_ci_is_deterministic_and_contains_the_mean() -> None:
     assert a == b
     assert a.lo < a.mean < a.hi
     assert a.lo >= min(vals) and a.hi <= max(vals)
-
-
-def test_prob_greater_paired_matches_the_binomial_value() -> None:
-    # diffs (1, 1, -1): the resampled sum is > 0 iff at least two of three draws are +1:
-    # P = P(Bin(3, 2/3) >= 2) = 20/27
-    p = prob_greater([1.0, 1.0, 0.0], [0.0, 0.0, 1.0], paired=True)
-    assert p == pytest.approx(20 / 27, abs=0.02)
-
-
-def test_prob_greater_counts_ties_as_one_half() -> None:
-    # diffs (1, -1): sum > 0 with probability 1/4, = 0 with probability 1/2
-    assert prob_greater([1.0, 0.0], [0.0, 1.0], paired=True) == pytest.approx(0.5, abs=0.03)
-    assert prob_greater([0.4, 0.4], [0.4, 0.4]) == 0.5
-
-
-def test_prob_greater_when_one_side_always_wins() -> None:
-    assert prob_greater([0.9, 0.8, 0.95], [0.1, 0.2, 0.3]) == 1.0
-    assert prob_greater([0.1, 0.2, 0.3], [0.9, 0.8, 0.95]) == 0.0
-    assert prob_greater([0.5, 0.6], [0.4, 0.5], paired=True) == 1.0
-
-
-def test_prob_greater_rejects_unpaired_lengths_and_empty_sides() -> None:
-    with pytest.raises(ValueError):
-        prob_greater([1.0, 2.0], [1.0], paired=True)
-    with pytest.raises(ValueError):
-        prob_greater([], [1.0])
 
 
 def test_mcnemar_exact_p_values() -> None:

@@ -90,17 +90,20 @@ def _show_comparison(
     as_json: bool,
     html: Path | None = None,
     png: Path | None = None,
+    plan: bool = False,
+    include_unfinished: bool = False,
 ) -> None:
     from rsiframe.study.compare import compare as compare_runs
     from rsiframe.study.compare_html import write_outputs
+    from rsiframe.study.compare_report import report_json
     from rsiframe.study.compare_text import print_report
 
-    report = compare_runs(paths, by=by, force=force)
+    report = compare_runs(paths, by=by, force=force, include_unfinished=include_unfinished)
     written = write_outputs(report, html=html, png=png)
     if as_json:
-        print_json(report.to_json())
+        print_json(report_json(report))
     else:
-        print_report(report, stdout())
+        print_report(report, stdout(), plan=plan)
     for path in written:
         click.echo(f"wrote {path}", err=True)
 
@@ -115,6 +118,8 @@ def _show_comparison(
     help="recipe: runs that differ only by name and random_seed form one method",
 )
 @click.option("--force", is_flag=True, help="compare across task sets or evaluators (marked)")
+@click.option("--include-unfinished", is_flag=True, help="take in unfinished runs, marked")
+@click.option("--plan", is_flag=True, help="per pair: runs per method needed to tell")
 @click.option("--html", "html", type=click.Path(path_type=Path), help="write one HTML file")
 @click.option("--png", "png", type=click.Path(path_type=Path), help="write the plots into DIR")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
@@ -123,18 +128,29 @@ def compare(
     paths: tuple[Path, ...],
     by: str,
     force: bool,
+    include_unfinished: bool,
+    plan: bool,
     html: Path | None,
     png: Path | None,
     as_json: bool,
 ) -> None:
     """Compare methods across runs: PATHS are run folders or folders holding runs.
 
-    One row per method (train, gate, sealed of each run's champion: mean and 95 %
-    bootstrap CI), with evaluations, task runs, model tokens, cost and wall time; P(A > B)
-    on sealed for each pair; the per-task matrix; best-gate-so-far curves. Every run is
-    verified first; a run that fails verify is refused.
+    One row per method (each champion's train, gate, sealed: mean, 95 % CI over seeds and
+    tasks), with evaluations, task runs, tokens, cost, wall time; per pair the sealed
+    difference, an exact test (Holm) and its verdict; the per-task matrix; the curves.
+    Every run is verified first; unfinished runs are left out and listed.
     """
-    _show_comparison(list(paths), by=by, force=force, as_json=as_json, html=html, png=png)
+    _show_comparison(
+        list(paths),
+        by=by,
+        force=force,
+        as_json=as_json,
+        html=html,
+        png=png,
+        plan=plan,
+        include_unfinished=include_unfinished,
+    )
 
 
 @click.command()

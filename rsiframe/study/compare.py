@@ -1,19 +1,25 @@
-"""``rsiframe compare``: methods side by side, from verified runs only.
+"""``rsiframe compare``: methods side by side, from verified, finished runs only.
 
 A *method* is a run's resolved recipe without ``name`` and ``random_seed`` (its digest is
-the method digest), so repeat runs that differ only by seed form one row. Each row holds
-the champion's train, gate and sealed score: the mean over runs with a 95 % bootstrap CI
-(over runs when there are two or more, over the champion's tasks when there is one).
+the method digest), so repeat runs that differ only by seed form one row, shown under its
+recipe name (the name most of its runs carry; the others are listed under the table). Each
+row holds the champion's train, gate and sealed score: the mean over runs with a 95 %
+two-level bootstrap CI (seeds and, within them, tasks); each pair of methods gets the sealed
+difference, an exact permutation test, Holm's correction and a verdict
+(:mod:`rsiframe.study.compare_stats`).
 
 Every run is verified first with verify's read side (:func:`load_run`: the hash chain and
 its signature, every certificate's signature and binding; :func:`lock_problems`); scores
-come from that fold, which admits only verified, bound records. Runs with different
+come from that fold, which admits only verified, bound records. A run that did not end
+(interrupted, failed, still running) or whose seed or champion lacks a score on a split is
+left out and named with the reason, unless ``include_unfinished``. Runs with different
 task-set or evaluator fingerprints are refused, naming what differs, unless forced.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +29,22 @@ from rsiframe.archive.loader import load_run
 from rsiframe.archive.runfolder import RunPaths
 from rsiframe.audit.verify import lock_problems
 from rsiframe.errors import MixedRuns, RsiError, RunFolderError, RunNotVerified
-from rsiframe.study.stats import Estimate, bootstrap_ci, mean, prob_greater
+from rsiframe.study.compare_stats import (
+    CI_LINE,
+    Pair,
+    few_runs_line,
+    judge,
+    pair,
+    pairs_line,
+    split_estimate,
+    task_count,
+)
+from rsiframe.study.stats import ALPHA, Estimate, mean
 from rsiframe.util.digest import sha256_json
 
 SPLITS = ("train", "gate", "sealed")
+#: the end states of a run that finished (failed and interrupted runs did not)
+ENDED = ("finished", "budget_exhausted")
 METHOD_EXCLUDES = ("name", "random_seed")
 #: runs per worker process before reading in parallel pays for starting processes
 PER_WORKER = 4
@@ -72,6 +90,7 @@ class RunData:
     records: int
     task_runs: int = 0  # every task executed (budget.max_task_runs' count)
     curve: list[CurvePoint] = field(default_factory=list)
+    unfinished: str = ""  # why the run did not finish ("": it did)
 
 
 @dataclass
@@ -80,18 +99,14 @@ class Method:
     digest: str
     runs: list[RunData]
     scores: dict[str, Estimate | None]
-    over: str  # "runs" or "tasks"
+    tasks: dict[str, int]  # tasks per split (the CI resamples them)
+    names: list[str] = field(default_factory=list)  # its runs' recipe names, the shown first
 
     def usage(self, attr: str) -> float:
         return mean([float(getattr(r, attr)) for r in self.runs])
 
-
-@dataclass
-class Pair:
-    a: str
-    b: str
-    p_a_beats_b_sealed: float | None
-    over: str  # "runs (paired by seed)", "runs", "tasks"
+    def unfinished(self) -> list[RunData]:
+        return [r for r in self.runs if r.unfinished]
 
 
 @dataclass
@@ -100,33 +115,27 @@ class Comparison:
     pairs: list[Pair]
     refused: list[dict[str, Any]]
     by: str
+    unfinished: list[RunData] = field(default_factory=list)  # left out, or taken in
+    included_unfinished: bool = False
+    alpha: float = ALPHA
 
-    def to_json(self) -> dict[str, Any]:
-        def est(e: Estimate | None) -> dict[str, Any]:
-            if e is None:
-                return {"mean": None, "ci": [None, None], "n": 0}
-            return {"mean": e.mean, "ci": [e.lo, e.hi], "n": e.n}
+    def notes(self) -> list[str]:
+        """The lines under the tables (``--json`` carries them too)."""
+        return self.method_notes() + self.pair_notes()
 
-        return {
-            "methods": [
-                {
-                    "name": m.name,
-                    "method_digest": m.digest,
-                    "runs": [r.run_id for r in m.runs],
-                    **{s: est(m.scores[s]) for s in SPLITS},
-                    "evaluations": m.usage("evaluations"),
-                    "task_runs": m.usage("task_runs"),
-                    "model_tokens": m.usage("tokens"),
-                    "cost_usd": m.usage("cost"),
-                    "wall_s": m.usage("wall_s"),
-                }
-                for m in self.methods
-            ],
-            "pairs": [
-                {"a": p.a, "b": p.b, "p_a_beats_b_sealed": p.p_a_beats_b_sealed} for p in self.pairs
-            ],
-            "refused": self.refused,
-        }
+    def pair_notes(self) -> list[str]:
+        return [pairs_line(self.pairs, self.alpha)] if self.pairs else []
+
+    def method_notes(self) -> list[str]:
+        """What the CI is, the few-runs warning, and the methods whose runs carry more
+        than one name."""
+        lines = [CI_LINE, few_runs_line([(m.name, len(m.runs)) for m in self.methods])]
+        for m in self.methods:
+            if len(m.names) > 1:
+                counts = [(n, sum(recipe_name(r.name) == n for r in m.runs)) for n in m.names]
+                named = ", ".join(f"{n} ({k} run{'s' * (k > 1)})" for n, k in counts)
+                lines.append(f"{m.name}: one method digest, runs named {named}")
+        return [line for line in lines if line]
 
 
 # -- finding and reading runs -----------------------------------------------------------
@@ -239,7 +248,37 @@ def read_run(path: Path) -> RunData:
         records=st.records,
         task_runs=st.task_runs,
         curve=_curve(loaded),
+        unfinished=why_unfinished(
+            loaded.run_state(), st.terminal, champ is not None, rewards(seed), rewards(champ)
+        ),
     )
+
+
+def why_unfinished(
+    state: str,
+    terminal: dict[str, Any] | None,
+    has_champion: bool,
+    seed: dict[str, dict[str, float]],
+    champion: dict[str, dict[str, float]],
+) -> str:
+    """Why a run's scores are not a finished run's ("" when they are): it did not end,
+    or its seed or champion has no certified score on a split."""
+    reason = str((terminal or {}).get("reason") or "")
+    if state == "running":
+        return "still running (its lock is held)"
+    if state == "interrupted":
+        if terminal is None:
+            return "interrupted: no end event (the process was killed or crashed)"
+        return f"interrupted ({reason or 'stopped'})"
+    if state not in ENDED:
+        return f"{state}" + (f": {reason}" if reason else "")
+    if not has_champion:
+        return "ended without a champion"
+    for who, rewards in (("seed", seed), ("champion", champion)):
+        missing = [s for s in SPLITS if s not in rewards]
+        if missing:
+            return f"{who} not evaluated on {', '.join(missing)}"
+    return ""
 
 
 def _read_or_why(path: Path) -> RunData | str:
@@ -320,27 +359,23 @@ def check_mixed(runs: list[RunData], force: bool) -> list[dict[str, Any]]:
 # -- methods and pairs --------------------------------------------------------------------
 
 
-def _method_name(runs: list[RunData], by: str) -> str:
-    if by == "run":
-        return f"{runs[0].path.parent.name}/{runs[0].path.name}"
-    names = list(dict.fromkeys(r.name for r in runs))
-    return names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1} names)"
+def recipe_name(run_name: str) -> str:
+    """The name a run gives its method: the run's name without the ``random_seed`` piece
+    of its override label (``climb[random_seed=3]`` is ``climb``), as the seed is not part
+    of the method."""
+    label = re.fullmatch(r"(.*)\[(.*)\]", run_name)
+    if label is None:
+        return run_name
+    pieces = [p for p in label.group(2).split(",") if not p.startswith("random_seed=")]
+    return f"{label.group(1)}[{','.join(pieces)}]" if pieces else label.group(1)
 
 
-def _per_task_means(runs: list[RunData], split: str) -> dict[str, float]:
-    tasks: dict[str, list[float]] = {}
+def _names(runs: list[RunData]) -> list[str]:
+    """Every recipe name in a method, the one most runs carry first (ties: the earlier)."""
+    counts: dict[str, int] = {}
     for r in runs:
-        for t, v in r.rewards.get(split, {}).items():
-            tasks.setdefault(t, []).append(v)
-    return {t: mean(v) for t, v in sorted(tasks.items())}
-
-
-def _estimate(runs: list[RunData], split: str) -> tuple[Estimate | None, str]:
-    values = [s for r in runs if (s := r.scores[split]) is not None]
-    if len(values) >= 2:
-        return bootstrap_ci(values), "runs"
-    per_task = list(_per_task_means(runs, split).values())
-    return (bootstrap_ci(per_task), "tasks") if per_task else (None, "tasks")
+        counts[recipe_name(r.name)] = counts.get(recipe_name(r.name), 0) + 1
+    return sorted(counts, key=lambda n: -counts[n])
 
 
 def group(runs: list[RunData], by: str) -> list[Method]:
@@ -351,19 +386,17 @@ def group(runs: list[RunData], by: str) -> list[Method]:
     methods = []
     for key, members in groups.items():
         members.sort(key=lambda r: (r.random_seed, r.path.name))
-        scores: dict[str, Estimate | None] = {}
-        overs = set()
-        for split in SPLITS:
-            scores[split], over = _estimate(members, split)
-            overs.add(over)
-        digest = members[0].method
+        names = _names(members)
+        run = members[0]
+        name = f"{run.path.parent.name}/{run.path.name}" if by == "run" else names[0]
         methods.append(
             Method(
-                _method_name(members, by),
-                digest if by == "recipe" else key,
+                name,
+                run.method if by == "recipe" else key,
                 members,
-                scores,
-                "runs" if overs == {"runs"} else "tasks",
+                {s: split_estimate(members, s) for s in SPLITS},
+                {s: task_count(members, s) for s in SPLITS},
+                names,
             )
         )
     names = [m.name for m in methods]
@@ -373,28 +406,45 @@ def group(runs: list[RunData], by: str) -> list[Method]:
     return methods
 
 
-def _pair(a: Method, b: Method) -> Pair:
-    sa = [(r.random_seed, s) for r in a.runs if (s := r.scores["sealed"]) is not None]
-    sb = [(r.random_seed, s) for r in b.runs if (s := r.scores["sealed"]) is not None]
-    if len(sa) >= 2 and len(sb) >= 2:
-        da, db = dict(sa), dict(sb)
-        if len(da) == len(sa) and len(db) == len(sb) and da.keys() == db.keys():
-            seeds = sorted(da)
-            p = prob_greater([da[k] for k in seeds], [db[k] for k in seeds], paired=True)
-            return Pair(a.name, b.name, p, "runs, paired by seed")
-        p = prob_greater([s for _, s in sa], [s for _, s in sb])
-        return Pair(a.name, b.name, p, "runs")
-    ta, tb = _per_task_means(a.runs, "sealed"), _per_task_means(b.runs, "sealed")
-    common = sorted(ta.keys() & tb.keys())
-    if not common:
-        return Pair(a.name, b.name, None, "no sealed scores")
-    p = prob_greater([ta[t] for t in common], [tb[t] for t in common], paired=True)
-    return Pair(a.name, b.name, p, "tasks, paired")
+def _refuse_copies(runs: list[RunData]) -> None:
+    """A copied run folder is the same evidence twice: counted twice it would shrink every
+    CI and p-value, so it is refused."""
+    seen: dict[str, RunData] = {}
+    for r in runs:
+        first = seen.setdefault(r.run_id, r)
+        if first is not r:
+            raise RunFolderError(
+                f"{r.path} is a copy of {first.path} (run id {r.run_id}); a run counts once, "
+                "so compare each run folder once"
+            )
 
 
-def compare(paths: list[Path], *, by: str = "recipe", force: bool = False) -> Comparison:
+def compare(
+    paths: list[Path],
+    *,
+    by: str = "recipe",
+    force: bool = False,
+    include_unfinished: bool = False,
+) -> Comparison:
+    """Read, verify and group the runs under ``paths``; unfinished runs are left out (and
+    listed) unless ``include_unfinished``."""
     runs = read_runs(paths)
+    _refuse_copies(runs)
+    unfinished = [r for r in runs if r.unfinished]
+    if not include_unfinished:
+        runs = [r for r in runs if not r.unfinished]
+    if not runs:
+        first = unfinished[0]
+        raise RunFolderError(
+            f"no finished run to compare: {len(unfinished)} left out ({first.path}: "
+            f"{first.unfinished}); --include-unfinished takes them in"
+        )
     refused = check_mixed(runs, force)
     methods = group(runs, by)
-    pairs = [_pair(a, b) for i, a in enumerate(methods) for b in methods[i + 1 :]]
-    return Comparison(methods, pairs, refused, by)
+    pairs = [
+        pair(a.name, a.runs, b.name, b.runs)
+        for i, a in enumerate(methods)
+        for b in methods[i + 1 :]
+    ]
+    judge(pairs)
+    return Comparison(methods, pairs, refused, by, unfinished, include_unfinished)

@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from rsiframe.study.compare import SPLITS, Comparison, RunData
-from rsiframe.study.compare_text import axes, fmt_estimate, method_curve, task_matrix
+from rsiframe.study.compare_text import (
+    PAIR_COLUMNS,
+    axes,
+    fmt_estimate,
+    method_curve,
+    method_label,
+    pair_cells,
+    task_matrix,
+    unfinished_lines,
+)
 
 RUN_USAGE = ("evals", "task runs", "records", "path")
 LINESTYLES = ("-", "--", ":", "-.")  # methods with identical curves stay visible
@@ -81,6 +90,10 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
+def _notes(lines: list[str]) -> str:
+    return "".join(f"<p class='note'>{html.escape(line)}</p>" for line in lines)
+
+
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
@@ -93,8 +106,8 @@ th:first-child, td:first-child { text-align: left; }
 def render_html(report: Comparison) -> str:
     methods = [
         [
-            m.name,
-            str(len(m.runs)) + ("" if m.over == "runs" else " *"),
+            method_label(m),
+            str(len(m.runs)),
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",
             f"{m.usage('task_runs'):.0f}",
@@ -104,10 +117,7 @@ def render_html(report: Comparison) -> str:
         ]
         for m in report.methods
     ]
-    pairs = [
-        [p.a, p.b, "—" if p.p_a_beats_b_sealed is None else f"{p.p_a_beats_b_sealed:.3f}", p.over]
-        for p in report.pairs
-    ]
+    pairs = [pair_cells(p) for p in report.pairs]
     runs = [
         [
             m.name,
@@ -142,15 +152,17 @@ def render_html(report: Comparison) -> str:
         f"<style>{STYLE}</style></head><body>",
         f"<h1>rsiframe compare: {len(report.methods)} methods, {n_runs} runs</h1>",
         f"<p class='note'>Every run passed verify; scores are the champions' verified records."
-        f" Mean with 95 % bootstrap CI over runs (* over tasks when a method has one run)."
+        f" Mean over runs; {html.escape(report.method_notes()[0])}."
         f" Made {html.escape(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}.</p>",
         forced,
         _table(
             ["method", "runs", *SPLITS, "evals", "task runs", "tokens", "cost", "wall"],
             methods,
         ),
-        "<h2>P(A &gt; B) on sealed</h2>",
-        _table(["A", "B", "P(A > B)", "over"], pairs),
+        _notes(report.method_notes()[1:] + unfinished_lines(report)),
+        "<h2>pairs on sealed</h2>",
+        _table(list(PAIR_COLUMNS), pairs),
+        _notes(report.pair_notes()),
         plots,
         "<h2>per task: seed → champion (mean over runs)</h2>",
         _table(["split", "task", *(m.name for m in report.methods)], task_matrix(report, SPLITS)),

@@ -1,6 +1,8 @@
-"""``compare`` in the terminal: the methods table, P(A > B), the per-task matrix and the
-best-gate-so-far curves drawn in characters. Curves on a common axis live here too, so the
-PNG and HTML views draw exactly what the terminal draws."""
+"""``compare`` in the terminal: the methods table and what its CI means, the pairs (sealed
+difference, exact test, Holm, verdict; with ``--plan`` the runs each would need), the
+unfinished runs, the per-task matrix and the best-gate-so-far curves drawn in characters.
+Curves on a common axis live here too, so the PNG and HTML views draw exactly what the
+terminal draws."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rsiframe.study.compare import SPLITS, Comparison, Method, RunData
+from rsiframe.study.compare_stats import Pair
 from rsiframe.study.stats import Estimate, mean
 
 COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "red", "white", "bright_cyan")
@@ -110,10 +113,21 @@ def fmt_estimate(e: Estimate | None) -> str:
     return f"{e.mean:.3f} [{e.lo:.3f}, {e.hi:.3f}]"
 
 
+def method_label(m: Method) -> str:
+    """A method's name, marked when unfinished runs were taken in."""
+    k = len(m.unfinished())
+    return m.name + (f" (! {k} unfinished)" if k else "")
+
+
 def methods_table(report: Comparison) -> Table:
     n_runs = sum(len(m.runs) for m in report.methods)
+    left = (
+        ""
+        if report.included_unfinished or not report.unfinished
+        else (f", {len(report.unfinished)} unfinished left out")
+    )
     table = Table(
-        title=f"compare: {len(report.methods)} methods, {n_runs} runs, every run verified",
+        title=f"compare: {len(report.methods)} methods, {n_runs} runs, every run verified{left}",
         title_justify="left",
     )
     for col in ("method", "runs", *SPLITS):
@@ -125,10 +139,11 @@ def methods_table(report: Comparison) -> Table:
         name = Text(m.name, style=COLOURS[i % len(COLOURS)])
         if any(r.run_id in marked for r in m.runs):
             name.append(" (forced)", style="bold red")
-        over = "" if m.over == "runs" else " *"
+        if m.unfinished():
+            name.append(f" (! {len(m.unfinished())} unfinished)", style="bold red")
         table.add_row(
             name,
-            f"{len(m.runs)}{over}",
+            str(len(m.runs)),
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",
             f"{m.usage('task_runs'):.0f}",
@@ -139,14 +154,39 @@ def methods_table(report: Comparison) -> Table:
     return table
 
 
+PAIR_COLUMNS = ("A", "B", "A - B sealed [95 % CI]", "p", "p Holm", "verdict", "test")
+
+
+def pair_cells(p: Pair) -> list[str]:
+    """One pair as the table shows it: no p-value when the data cannot decide."""
+    d = p.diff
+    diff = "—" if d is None else f"{d.mean:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]"
+    shown = p.test is not None and p.verdict != "cannot_tell"
+    pv = f"{p.test.p:.3g}" if shown and p.test is not None else "—"
+    ph = f"{p.p_holm:.3g}" if shown and p.p_holm is not None else "—"
+    return [p.a, p.b, diff, pv, ph, p.reads(), p.design]
+
+
 def pairs_table(report: Comparison) -> Table:
-    table = Table(title="P(A > B) on sealed (bootstrap)", title_justify="left")
-    for col in ("A", "B", "P(A > B)", "over"):
-        table.add_column(col)
+    table = Table(title="pairs on sealed", title_justify="left")
+    for col in PAIR_COLUMNS:
+        table.add_column(col, overflow="fold")
     for p in report.pairs:
-        prob = "—" if p.p_a_beats_b_sealed is None else f"{p.p_a_beats_b_sealed:.3f}"
-        table.add_row(p.a, p.b, prob, p.over)
+        table.add_row(*(Text(c) for c in pair_cells(p)))  # names may hold [brackets]
     return table
+
+
+def unfinished_lines(report: Comparison) -> list[str]:
+    """One line per unfinished run: left out (default) or taken in."""
+    what = "taken in, marked !" if report.included_unfinished else "left out"
+    return [
+        f"{what}: {r.path} ({r.name}, random_seed {r.random_seed}): {r.unfinished}"
+        for r in report.unfinished
+    ]
+
+
+def plan_lines(report: Comparison) -> list[str]:
+    return [f"plan: {p.a} vs {p.b}: {p.plan.line}" for p in report.pairs if p.plan.line]
 
 
 def task_matrix(report: Comparison, splits: tuple[str, ...] = MATRIX_SPLITS) -> list[list[str]]:
@@ -195,10 +235,13 @@ def _print_wide(out: Console, table: Table) -> None:
     wide.print(table)
 
 
-def print_report(report: Comparison, out: Console) -> None:
+def print_report(report: Comparison, out: Console, *, plan: bool = False) -> None:
     _print_wide(out, methods_table(report))
-    if any(m.over == "tasks" for m in report.methods):
-        out.print("* one run: the CI is over the champion's tasks, not over runs", highlight=False)
+    for line in report.method_notes():
+        style = "bold" if line.startswith("warning") else ""
+        out.print(line, highlight=False, markup=False, style=style)
+    for line in unfinished_lines(report):
+        out.print(line, highlight=False, markup=False, style="yellow")
     for r in report.refused:
         out.print(
             f"[bold red]forced:[/] {len(r['runs'])} run(s) have a different {r['what']} "
@@ -207,6 +250,11 @@ def print_report(report: Comparison, out: Console) -> None:
         )
     if report.pairs:
         _print_wide(out, pairs_table(report))
+        for line in report.pair_notes():
+            out.print(line, highlight=False, markup=False)
+    if plan:
+        for line in plan_lines(report) or ["plan: no pair to plan for"]:
+            out.print(line, highlight=False, markup=False)
     _print_wide(out, matrix_table(report))
     for axis in axes(report):
         out.print(ascii_plot(report, axis))

@@ -1,8 +1,8 @@
-"""Small, pure statistics for comparing methods: bootstrap CIs, P(A > B), McNemar.
+"""Small, pure statistics: a bootstrap CI of a mean, quantiles, exact McNemar.
 
 Everything is deterministic (a seeded :class:`random.Random`), standard library only, and
-works on plain lists of floats, so it is tested against known values and used by
-``compare`` and ``fidelity`` alike.
+works on plain lists of floats, so it is tested against known values. ``fidelity`` uses
+them; ``compare``'s tests and its two-level bootstrap are in :mod:`rsiframe.inference`.
 """
 
 from __future__ import annotations
@@ -59,40 +59,6 @@ def bootstrap_ci(
     rng = random.Random(seed)
     means = sorted(math.fsum(rng.choices(vals, k=n)) / n for _ in range(resamples))
     return Estimate(m, quantile(means, alpha / 2), quantile(means, 1 - alpha / 2), n)
-
-
-def prob_greater(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    paired: bool = False,
-    resamples: int = RESAMPLES,
-    seed: int = 0,
-) -> float:
-    """Bootstrap probability that A's mean exceeds B's (ties count one half).
-
-    ``paired``: ``a[i]`` and ``b[i]`` belong together (the same seed, or the same task)
-    and are resampled together; otherwise each side is resampled on its own.
-    """
-    av, bv = [float(x) for x in a], [float(x) for x in b]
-    if not av or not bv:
-        raise ValueError("P(A > B) needs values on both sides")
-    if paired and len(av) != len(bv):
-        raise ValueError("paired values must have the same length")
-    rng = random.Random(seed)
-    wins = 0.0
-    if paired:
-        diffs = [x - y for x, y in zip(av, bv, strict=True)]
-        n = len(diffs)
-        for _ in range(resamples):
-            d = math.fsum(rng.choices(diffs, k=n))
-            wins += 1.0 if d > 1e-12 else 0.5 if abs(d) <= 1e-12 else 0.0
-    else:
-        na, nb = len(av), len(bv)
-        for _ in range(resamples):
-            d = math.fsum(rng.choices(av, k=na)) / na - math.fsum(rng.choices(bv, k=nb)) / nb
-            wins += 1.0 if d > 1e-12 else 0.5 if abs(d) <= 1e-12 else 0.0
-    return wins / resamples
 
 
 def _binom_tail(k: int, n: int) -> float:
