@@ -106,9 +106,8 @@ def test_append_returns_the_stored_event(tmp_path: Path) -> None:
 
 
 def test_every_append_is_visible_at_once(tmp_path: Path) -> None:
-    arc = Archive(tmp_path, None, sign=_sign_with(SIGNER))
-    seen = []
-    arc.listeners.append(seen.append)
+    seen: list = []
+    arc = Archive(tmp_path, None, sign=_sign_with(SIGNER), on_append=seen.append)
     for i in range(4):
         ev = arc.append("tick", {"i": i})
         # a fresh reader sees the event without the writer being closed or flushed

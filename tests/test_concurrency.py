@@ -236,25 +236,29 @@ def test_dth_builds_in_flight_give_the_same_candidates_as_one_at_a_time(tmp_path
 def test_evaluations_in_flight_share_the_model_token_budget() -> None:
     from types import SimpleNamespace
 
+    from rsiframe.archive import events as E
     from rsiframe.engine.budget import BudgetGuard
     from rsiframe.engine.evaluation import TaskRunner
+    from rsiframe.engine.hooks import Lifecycle, Notice
     from rsiframe.recipe.schema import Budget
     from rsiframe.slots.calls import Timings
 
     state = SimpleNamespace(tokens=200)
     budget = BudgetGuard(Budget(max_model_tokens=1000))
-    tr = TaskRunner(None, None, None, None, None, budget, state, Timings())  # type: ignore[arg-type]
+
+    def runner(share: int) -> TaskRunner:
+        return TaskRunner(None, None, None, None, None, budget, state, Timings(), share=share)  # type: ignore[arg-type]
+
+    tr = runner(1)
     assert tr.reserve_tokens(1) == 800  # K=1: everything left
     tr.release_tokens(1)
-    tr.share = 4
-    grants = [tr.reserve_tokens(k) for k in range(4)]
+    four = runner(4)
+    grants = [four.reserve_tokens(k) for k in range(4)]
     assert sum(grants) <= 800 and grants[0] == 200
-    for k in range(4):
-        tr.release_tokens(k)
-    tr.share = 1
     tr._unfolded = 300  # reported by a worker, not folded yet: still counted
     assert tr.reserve_tokens(9) == 500
-    tr.folded(300)
+    usage = E.UsageSpent(id="c0001", slot="evaluate", tokens=300)
+    tr.on_tokens_spent(Notice(Lifecycle.MODEL_TOKENS_SPENT, None, usage))  # type: ignore[arg-type]
     tr.release_tokens(9)
     assert tr.reserve_tokens(9) == 800
 

@@ -159,7 +159,7 @@ def test_evidence_streams_back_per_task_and_ctrl_c_stops_the_worker(
                 if self.finished == 3:  # t1, t3, t5 came back while t7 still runs
                     threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
 
-    engine.progress = CtrlC()
+    engine.show_progress(CtrlC())
     with pytest.raises(KeyboardInterrupt):
         engine.drive()
     engine.close()

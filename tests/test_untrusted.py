@@ -77,9 +77,8 @@ def source(tmp_path: Path, body: str, name: str = "ops/op.py") -> Path:
 def make_op(
     slot: str, src: Path, cls: str = "Op", path: str = "ops/op.py", **cfg: Any
 ) -> UntrustedOperator:
-    op = resolve(slot, f"candidate:{path}:{cls}")(UntrustedConfig(**cfg))
+    op = resolve(slot, f"candidate:{path}:{cls}")(UntrustedConfig(**cfg), lambda cid: src)
     assert isinstance(op, UntrustedOperator)
-    op.sources = lambda cid: src
     return op
 
 

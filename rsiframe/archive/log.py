@@ -167,15 +167,25 @@ def check_chain(run_dir: Path, end: int) -> None:
 class Archive:
     """Writer for one run folder's events and artifacts."""
 
-    def __init__(self, run_dir: Path, last: Event | None, sign: Callable[[bytes], str]) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        last: Event | None,
+        sign: Callable[[bytes], str],
+        *,
+        on_append: Callable[[Event], None] | None = None,
+        group_commit: bool = False,
+    ) -> None:
+        """``on_append``: called with every event once it is written (the engine's hooks);
+        ``group_commit``: fsync in :meth:`sync` only (the caller's sync points), not at every
+        append."""
         self.run_dir = run_dir
         self._seq = last.seq + 1 if last else 0
         self._prev = last.hash if last else GENESIS
         self._sign = sign
         self._file = (run_dir / EVENTS).open("ab")
-        self.listeners: list[Callable[[Event], None]] = []
-        #: fsync in :meth:`sync` only (the caller's sync points), not at every append
-        self.group_commit = False
+        self._on_append = on_append
+        self.group_commit = group_commit
         self._unsynced, self._since = 0, 0.0
 
     @property
@@ -239,8 +249,8 @@ class Archive:
 
     def _append_and_notify(self, type_: str, data: dict[str, Any]) -> Event:
         ev = self._append(type_, data)
-        for listener in self.listeners:
-            listener(ev)
+        if self._on_append is not None:
+            self._on_append(ev)
         faults.reached("after:" + type_)
         return ev
 

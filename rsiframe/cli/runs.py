@@ -33,7 +33,7 @@ def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
     budget = engine.recipe.budget
     progress = RichProgress(err, budget.max_generations, budget.max_candidates)
     if not quiet:
-        engine.progress = progress
+        engine.show_progress(progress)
     interrupted = False
     # drive() records a failure in the archive; a RunFailure is then reported from the state,
     # a user error as one line (friendly), anything else as a traceback

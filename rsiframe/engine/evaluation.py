@@ -23,6 +23,7 @@ from rsiframe.archive.state import CHILD_SPLITS, Candidate, RunState
 from rsiframe.dth.build import BuildRejected
 from rsiframe.engine.budget import BudgetGuard
 from rsiframe.engine.certify import FinishedEvaluation
+from rsiframe.engine.hooks import Notice
 from rsiframe.errors import ClusterLost
 from rsiframe.evaluators.base import EvaluationOutput, Evaluator, Put, TaskRun
 from rsiframe.executors.base import Executor
@@ -159,7 +160,13 @@ class TaskRunner:
         timings: Timings,
         executor: Executor | None = None,
         gateway: Any | None = None,
+        *,
+        share: int = 1,
+        progress: Progress | None = None,
     ) -> None:
+        """``share``: candidates in flight (K), among which the unreserved model tokens are
+        shared; ``gateway``: the run's model gateway (a candidate's agent reaches
+        ``evaluator.config.model`` only through it)."""
         self.evaluator = evaluator
         #: the run's model gateway (``gateway.Gateway``, or None without ``models:``): a
         #: candidate's agent reaches ``evaluator.config.model`` only through it
@@ -172,13 +179,11 @@ class TaskRunner:
         self.budget = budget
         self.state = state
         self.timings = timings
-        self.progress = Progress()
-        #: candidates in flight (K): the unreserved model tokens are shared among them
-        self.share = 1
+        self.progress = progress or Progress()
+        self.share = share
         self._tokens = threading.Lock()
         self._reserved: dict[int, int] = {}  # token reservations of runs in flight
         self._unfolded = 0  # tokens reported by workers, not yet folded by the writer
-        self.meter: Any = None  # taskruns.TaskRunMeter: charges uncertified runs (run_train)
 
     def reserve_tokens(self, key: int) -> int | None:
         """This run's token limit: an equal share of what no run in flight has reserved,
@@ -196,10 +201,11 @@ class TaskRunner:
         with self._tokens:
             self._reserved.pop(key, None)
 
-    def folded(self, tokens: int) -> None:
-        """The writer folded ``tokens`` of an evaluation's usage into the state."""
+    def on_tokens_spent(self, notice: Notice) -> None:
+        """A hook (``MODEL_TOKENS_SPENT``): the writer folded an evaluation's usage."""
+        assert isinstance(notice.data, E.UsageSpent)
         with self._tokens:
-            self._unfolded = max(0, self._unfolded - tokens)
+            self._unfolded = max(0, self._unfolded - notice.data.tokens)
 
     def model_hooks(
         self, cid: str, split: str, attempt: int = 0, opened: list[Any] | None = None

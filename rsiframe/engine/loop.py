@@ -28,6 +28,7 @@ from rsiframe.archive.snapshot import save_snapshot
 from rsiframe.archive.state import Candidate
 from rsiframe.engine.certify import Binding, FinishedEvaluation, certified_code, certify
 from rsiframe.engine.evaluation import Job, Stages, TaskRunner, base_split, evaluate
+from rsiframe.engine.hooks import Lifecycle, Notice, ProgressRelay
 from rsiframe.engine.inflight import Closure, Inflight
 from rsiframe.engine.review import gate, record, reflect
 from rsiframe.engine.runstart import RunParts, create_run, open_run
@@ -38,7 +39,7 @@ from rsiframe.evaluators import health
 from rsiframe.gateway.runmodels import RunModels, budget_refusal
 from rsiframe.slots.calls import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.slots.runview import StateView
-from rsiframe.slots.untrusted import UntrustedOperator
+from rsiframe.slots.untrusted import make_operator
 from rsiframe.surface import Surface
 from rsiframe.tasks.taskset import SPLITS, tasks_by_split
 from rsiframe.util import reaper
@@ -50,7 +51,7 @@ class Engine:
     def __init__(self, parts: RunParts, retry_failed: bool = False, resumed: bool = False) -> None:
         self.paths = parts.paths
         self.resolved = parts.resolved
-        self.recipe = parts.resolved.recipe
+        self.recipe = r = parts.resolved.recipe
         self.state = parts.state
         self.archive = parts.archive
         self.signer = parts.signer
@@ -61,21 +62,47 @@ class Engine:
         self.evaluator.protect(tasks_by_split(parts.taskset, parts.task_lock.split))
         self.repo = parts.repo
         self.lock = parts.lock
+        self.hooks = parts.hooks
         self.resumed = resumed
         self.retry_failed = retry_failed
+        self._retried: set[tuple[str, str]] = set()
         self.timings = Timings()
-        self.stages = Stages.of(self.recipe, self.task_lock.split)  # staged evaluation (#15)
+        self.relay = ProgressRelay(self.state)  # where progress goes (show_progress)
+        self.stages = Stages.of(r, self.task_lock.split)  # staged evaluation (#15)
+        k = r.concurrency.candidates
+        self.inflight = Inflight(k, parts.executor.cancel_all, self.archive.sync)
         self.view = StateView(
             self.state,
             self.repo,
             self.paths.root,
-            gate_detail=self.recipe.information.gate_detail,
+            gate_detail=r.information.gate_detail,
             on_violation=lambda v: self.emit(E.InformationFlowViolation(**v)),
         )
-        ops = {slot: cls(config) for slot, (cls, config) in self.resolved.operators.items()}
-        names = {slot: spec.operator for slot in ops if (spec := self.recipe.slots.get(slot))}
-        self.calls = OperatorCalls(ops, names, self.view, self.recipe.random_seed, self.timings)
-        self.budget = budget_guard(self.recipe.budget, self.stages, ops)  # task runs too
+        ops = {
+            slot: make_operator(cls, config, self._export_of)
+            for slot, (cls, config) in self.resolved.operators.items()
+        }
+        self.budget = budget_guard(r.budget, self.stages, ops)  # task runs too
+        self.sched = Scheduler(r, self.state, self.budget, self.inflight, "reflect" in ops)
+        try:  # the run's gateway process (issue 13), or None
+            self.models = RunModels.start(
+                self.paths.root, r, self.state, self.emit, self.archive.put
+            )
+        except BaseException:
+            self.lock.release()
+            raise
+        names = {slot: spec.operator for slot in ops if (spec := r.slots.get(slot))}
+        self.calls = OperatorCalls(
+            ops,
+            names,
+            self.view,
+            r.random_seed,
+            self.timings,
+            progress=self.relay,
+            horizon=self.sched.horizon,
+            models=self.models.scope if self.models is not None else None,
+            before_call=self.inflight.synced,
+        )
         self.tasks = TaskRunner(
             self.evaluator,
             self.taskset,
@@ -86,44 +113,46 @@ class Engine:
             self.state,
             self.timings,
             parts.executor,  # where evaluations run this session (issue 11.3)
+            self.models,  # an evaluation's agent reaches its model through the gateway
+            share=k,
+            progress=self.relay,
         )
-        surface = Surface(tuple(self.recipe.surface.include), tuple(self.recipe.surface.exclude))
+        # charges minibatch and rollout task runs (max_task_runs)
+        self.meter = TaskRunMeter(
+            self.tasks, self.budget, self.emit, self.archive.sync, self.inflight
+        )
         self.transaction = Transaction(
             self.calls,
             self.repo,
             self.tasks,
             self.task_lock,
-            surface,
-            self.recipe.surface.ignore,
+            Surface(tuple(r.surface.include), tuple(r.surface.exclude)),
+            r.surface.ignore,
             self.archive.put,
             self.emit,
+            self.meter,
             splits=self.stages.splits,
-            merge_rate=getattr(self.recipe.slots.get("merge"), "rate", 0.0),
+            merge_rate=getattr(r.slots.get("merge"), "rate", 0.0),
         )
-        for op in ops.values():
-            if isinstance(op, UntrustedOperator):  # its code comes from candidate trees
-                op.sources = lambda cid: self.transaction.export(self.state.candidates[cid])
-        self._retried: set[tuple[str, str]] = set()
-        k = self.recipe.concurrency.candidates
-        self.archive.group_commit = True  # perf: one fsync per sync point, not per event
-        self.inflight = Inflight(k, self.tasks.executor.cancel_all, self.archive.sync)
-        self.calls.before_call = self.inflight.synced
-        self.evaluator.parallel = self.tasks.share = k
-        has_reflect = self.calls.op("reflect") is not None
-        self.sched = Scheduler(self.recipe, self.state, self.budget, self.inflight, has_reflect)
-        self.calls.horizon = self.sched.horizon
-        self.archive.listeners.append(self._on_event)
-        self._progress = Progress()
-        TaskRunMeter.attach(self)  # charges minibatch and rollout task runs (max_task_runs)
-        self.models = RunModels.attach(self)  # the run's gateway process (issue 13), or None
+        self._add_hooks()
 
-    @property
-    def progress(self) -> Progress:
-        return self._progress
+    def _add_hooks(self) -> None:
+        """The run's lifecycle hooks, in the order they run for one event: the fold first
+        (every other hook reads the folded state), then progress, then the meters."""
+        self.hooks.add_hook(Lifecycle.EVENT_WRITTEN, self._fold)
+        self.hooks.add_hook(Lifecycle.EVENT_WRITTEN, self.relay.on_event)
+        self.hooks.add_hook(Lifecycle.TASK_RUNS_CHARGED, self.meter.on_charged)
+        self.hooks.add_hook(Lifecycle.MODEL_TOKENS_SPENT, self.tasks.on_tokens_spent)
+        if self.models is not None:
+            self.hooks.add_hook(Lifecycle.MODEL_TOKENS_SPENT, self.models.on_tokens_spent)
 
-    @progress.setter
-    def progress(self, sink: Progress) -> None:
-        self._progress = self.calls.progress = self.tasks.progress = sink
+    def _export_of(self, cid: str) -> Path:
+        """The verified export of a candidate's tree (a candidate-carried operator's code)."""
+        return self.transaction.export(self.state.candidates[cid])
+
+    def show_progress(self, sink: Progress) -> None:
+        """Report what the run is doing to ``sink`` from now on (the CLI's live view)."""
+        self.relay.show(sink)
 
     # -- construction ---------------------------------------------------------------
 
@@ -183,12 +212,9 @@ class Engine:
             self.archive.sync()  # a session's end is durable before anyone is told
         return ev
 
-    def _on_event(self, ev: Event) -> None:
+    def _fold(self, notice: Notice) -> None:
         with self.view.lock:  # operators' reads copy under it; never held during their work
-            self.state.apply(ev)
-        if ev.type == "usage" and ev.data.get("slot") == "evaluate":
-            self.tasks.folded(int(ev.data.get("tokens", 0)))
-        self._progress.event(ev, self.state)
+            self.state.apply(notice.event)
 
     # -- the loop ---------------------------------------------------------------------
 

@@ -18,14 +18,15 @@ from typing import Any
 from rsiframe import __version__
 from rsiframe.archive.events import RunStarted
 from rsiframe.archive.loader import load_run
-from rsiframe.archive.log import Archive
+from rsiframe.archive.log import Archive, Event
 from rsiframe.archive.runfolder import RunLock, RunPaths
 from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signer
+from rsiframe.engine.hooks import Hooks
 from rsiframe.engine.preflight import plan
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluators.base import Evaluator
-from rsiframe.evaluators.registry import engine_class, evaluator_changes, evaluator_parts
+from rsiframe.evaluators.registry import build_evaluator, evaluator_changes, evaluator_parts
 from rsiframe.executors.base import Executor
 from rsiframe.executors.local import LocalExecutor
 from rsiframe.executors.registry import check, open_executor, session_spec
@@ -53,6 +54,8 @@ class RunParts:
     repo: CandidateRepo
     lock: RunLock
     executor: Executor = field(default_factory=LocalExecutor)  # this session's (issue 11.3)
+    #: the run's lifecycle hooks: the archive notifies them of every event it writes
+    hooks: Hooks = field(default_factory=Hooks)
 
 
 def create_run(
@@ -126,10 +129,12 @@ def create_run(
         (paths.root / MODELS_FOLDER).mkdir()
         (paths.root / MODELS_FOLDER / REPLAY_OF).write_text(f"{replay_of.resolve()}\n")
     state = RunState(verifier=signer.public)
-    archive = Archive(paths.root, None, sign=event_signer(signer))
+    hooks = Hooks()
+    archive = open_archive(paths, None, signer, hooks)
     parts = RunParts(
-        paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock, executor
-    )
+        paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock,
+        executor, hooks,
+    )  # fmt: skip
     return parts, started
 
 
@@ -168,14 +173,24 @@ def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list
             msg = Archive.repair_torn(paths.root, loaded.torn)
             notes = [msg] if msg else []
         last = loaded.events[-1] if loaded.events else None
-        archive = Archive(paths.root, last, sign=event_signer(signer))
+        hooks = Hooks()
+        archive = open_archive(paths, last, signer, hooks)
     except BaseException:
         lock.release()
         raise
     parts = RunParts(
-        paths, resolved, st, archive, signer, task_lock, taskset, evaluator, repo, lock, executor
-    )
+        paths, resolved, st, archive, signer, task_lock, taskset, evaluator, repo, lock,
+        executor, hooks,
+    )  # fmt: skip
     return parts, notes
+
+
+def open_archive(paths: RunPaths, last: Event | None, signer: Signer, hooks: Hooks) -> Archive:
+    """The run's writer: its events signed, group commit on (one fsync per sync point, not
+    per event: the engine's sync points make what an effect depends on durable), every
+    event handed to the run's hooks."""
+    sign = event_signer(signer)
+    return Archive(paths.root, last, sign=sign, on_append=hooks.notify, group_commit=True)
 
 
 def event_signer(signer: Signer) -> Callable[[bytes], str]:
@@ -183,9 +198,11 @@ def event_signer(signer: Signer) -> Callable[[bytes], str]:
 
 
 def make_evaluator(resolved: recipe_mod.ResolvedRecipe, work: Path) -> Evaluator:
-    factory = engine_class(resolved.recipe.evaluator.engine)
-    evaluator: Evaluator = factory(resolved.evaluator_config, work)
-    return evaluator
+    """The run's evaluator, sized for the candidates it keeps in flight."""
+    r = resolved.recipe
+    return build_evaluator(
+        r.evaluator.engine, resolved.evaluator_config, work, parallel=r.concurrency.candidates
+    )
 
 
 def _check_recipe(paths: RunPaths, st: RunState) -> recipe_mod.ResolvedRecipe:

@@ -12,15 +12,17 @@ fold of the signed archive, so ``status``, ``compare`` and a resumed run agree o
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rsiframe.api import SLOT_TABLE
 from rsiframe.archive import events as E
-from rsiframe.archive.log import Event
 from rsiframe.archive.state import CHILD_SPLITS
 from rsiframe.engine.budget import BudgetGuard, TaskCosts
 from rsiframe.engine.evaluation import Stages, TaskRunner
+from rsiframe.engine.hooks import Notice
+from rsiframe.engine.inflight import Inflight
 from rsiframe.recipe.schema import Budget
 
 
@@ -51,21 +53,24 @@ def budget_guard(budget: Budget, stages: Stages, ops: dict[str, Any]) -> BudgetG
 class TaskRunMeter:
     """Charges uncertified task runs before they start, from any thread."""
 
-    def __init__(self, tasks: TaskRunner, guard: BudgetGuard, engine: Any) -> None:
+    def __init__(
+        self,
+        tasks: TaskRunner,
+        guard: BudgetGuard,
+        emit: Callable[[E.EventData], object],
+        sync: Callable[[], None],
+        inflight: Inflight,
+    ) -> None:
+        """``emit`` and ``sync``: the run's one writer appends the charge and makes it
+        durable; ``inflight``: how a worker's charge reaches that writer."""
         self.tasks = tasks
         self.guard = guard
-        self.engine = engine  # its one writer appends the charge; its archive syncs it
+        self.emit = emit
+        self.sync = sync
+        self.inflight = inflight
         self.refused: dict[str, str] = {}  # candidate -> why its run was refused
         self._lock = threading.Lock()
         self._unfolded = 0  # charged, not yet folded into the state by the writer
-
-    @classmethod
-    def attach(cls, engine: Any) -> TaskRunMeter:
-        """The meter of ``engine``'s run, reachable as ``engine.tasks.meter``."""
-        meter = cls(engine.tasks, engine.budget, engine)
-        engine.tasks.meter = meter
-        engine.archive.listeners.append(meter._folded)
-        return meter
 
     def run(self, cid: str, purpose: str, where: Path, task_ids: list[str]) -> list[dict[str, Any]]:
         """Rows of an uncertified run of ``where`` on ``task_ids`` (``purpose``: minibatch
@@ -83,21 +88,22 @@ class TaskRunMeter:
 
     def _charge(self, event: E.EventData) -> None:
         """Append ``event`` on the writer and make it durable; wait for both."""
-        engine, done = self.engine, threading.Event()
+        done = threading.Event()
 
         def append() -> None:
             try:
-                engine.emit(event)
-                engine.archive.sync()  # on disk before the tasks it pays for start
+                self.emit(event)
+                self.sync()  # on disk before the tasks it pays for start
             finally:
                 done.set()
 
-        if engine.inflight.on_writer():
+        if self.inflight.on_writer():
             return append()
-        engine.inflight.post(append)
+        self.inflight.post(append)
         done.wait()
 
-    def _folded(self, ev: Event) -> None:
-        if ev.type == "tasks_run":
-            with self._lock:
-                self._unfolded = max(0, self._unfolded - int(ev.data["tasks"]))
+    def on_charged(self, notice: Notice) -> None:
+        """A hook (``TASK_RUNS_CHARGED``): the writer folded a charge into the state."""
+        assert isinstance(notice.data, E.TasksRun)
+        with self._lock:
+            self._unfolded = max(0, self._unfolded - notice.data.tasks)

@@ -35,6 +35,7 @@ from rsiframe.api import (
 from rsiframe.archive import events as E
 from rsiframe.archive.state import Candidate, RunState
 from rsiframe.engine.evaluation import TaskRunner
+from rsiframe.engine.taskruns import TaskRunMeter
 from rsiframe.errors import RsiError
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.repo.gittree import Snapshot, snapshot
@@ -75,13 +76,16 @@ class Transaction:
         ignore: list[str],
         put: Callable[[bytes], str],
         emit: Emit,
+        meter: TaskRunMeter,
         *,
         splits: list[str] | None = None,
         merge_rate: float = 0.0,
     ) -> None:
+        """``meter``: charges a rollout's and a minibatch's uncertified task runs."""
         self.calls = calls
         self.repo = repo
         self.tasks = tasks
+        self.meter = meter
         self.task_lock = task_lock
         self.surface = surface
         self.ignore = ignore
@@ -167,7 +171,7 @@ class Transaction:
             outcome = E.CandidateRejected(
                 id=cid, stage=exc.slot, reasons=[str(exc)], traceback=digest
             )
-        if (why := self.tasks.meter.refused.pop(cid, None)) is not None:  # max_task_runs: the run
+        if (why := self.meter.refused.pop(cid, None)) is not None:  # max_task_runs: the run
             return E.CandidateRejected(id=cid, stage="budget", reasons=[why])  # ends exhausted
         return outcome
 
@@ -319,7 +323,7 @@ class Transaction:
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(workdir, copy, symlinks=True)  # the work tree stays untouched
             try:
-                return self.tasks.meter.run(cid, "minibatch", copy, ids)
+                return self.meter.run(cid, "minibatch", copy, ids)
             finally:
                 shutil.rmtree(copy, ignore_errors=True)
 
@@ -331,7 +335,7 @@ class Transaction:
         def run_train(task_ids: list[str] | None = None) -> list[dict[str, Any]]:
             ids = [t for t in (task_ids or train) if t in train]
             self.task_lock.check(("train",))
-            return self.tasks.meter.run(cid, "rollout", self.export(parent), ids)
+            return self.meter.run(cid, "rollout", self.export(parent), ids)
 
         ctx = RolloutContext(
             self.calls.view,

@@ -93,7 +93,6 @@ class Evaluator(Protocol):
     registry, :mod:`rsiframe.evaluators.registry`, builds it from its config)."""
 
     name: str
-    parallel: int  # evaluations that may run at once (candidates in flight)
 
     @property
     def isolation(self) -> str: ...

@@ -89,10 +89,16 @@ class LocalEngine:
     name = "local"
 
     def __init__(
-        self, config: LocalEngineConfig, work_root: Path, cache_root: Path | None = None
+        self,
+        config: LocalEngineConfig,
+        work_root: Path,
+        cache_root: Path | None = None,
+        *,
+        parallel: int = 1,
     ) -> None:
         """``cache_root`` replaces the shared build cache (``verify --reproduce --rebuild``
-        passes an empty one, so everything is built again)."""
+        passes an empty one, so everything is built again); ``parallel``: the evaluations
+        that may run at once (candidates in flight), which share one pool of tasks."""
         self.config = config
         self.work_root = work_root
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
@@ -102,7 +108,7 @@ class LocalEngine:
         self._pool_lock = threading.Lock()
         #: evaluations that may run at once (candidates in flight); each runs at most
         #: ``config.concurrency`` tasks at a time, so the two compose
-        self.parallel = 1
+        self.parallel = parallel
         self.builder: Builder | None = None
         self.server: ModelServer | None = None
         self._items: list[Item] = []

@@ -50,11 +50,20 @@ def preflight_engine(engine: str, config: BaseModel, taskset: TaskSet, task_ids:
     check(config, taskset, task_ids)
 
 
+def build_evaluator(engine: str, config: BaseModel, work: Path, **options: Any) -> Evaluator:
+    """An evaluator of a validated config; ``options`` (``parallel``: evaluations in flight,
+    ``cache_root``: a build cache of its own) go to the engines that take them
+    (``EngineSpec.options``) and are dropped for the others, which have nothing to share."""
+    taken = {k: v for k, v in options.items() if k in ENGINES[engine].options and v is not None}
+    evaluator: Evaluator = engine_class(engine)(config, work, **taken)
+    return evaluator
+
+
 def make_evaluator(
     engine: str, config: dict[str, Any], work: Path, cache_root: Path | None = None
 ) -> Evaluator:
-    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``);
-    ``cache_root``: a build cache of its own instead of the shared one."""
+    """An evaluator from a frozen recipe's ``evaluator`` section (``verify --reproduce``,
+    a Ray worker); ``cache_root``: a build cache of its own instead of the shared one."""
     spec = ENGINES.get(engine)
     if spec is None:
         raise LockMismatch(f"the run's evaluator engine {engine!r} is not installed here")
@@ -64,11 +73,7 @@ def make_evaluator(
         raise LockMismatch(
             f"the run's evaluator config is not valid here: {exc.errors()[0]['msg']}"
         ) from exc
-    factory = engine_class(engine)
-    # only the local engine builds models (--rebuild on another engine changes nothing)
-    if cache_root is None or engine != "local":
-        return factory(parsed, work)  # type: ignore[no-any-return]
-    return factory(parsed, work, cache_root)  # type: ignore[no-any-return]
+    return build_evaluator(engine, parsed, work, cache_root=cache_root)
 
 
 def run_tasks(

@@ -127,37 +127,34 @@ class RunModels:
     """The run's gateway process and the engine's way to it."""
 
     @classmethod
-    def attach(cls, engine: Any) -> RunModels | None:
-        """Start the gateway of ``engine``'s run (None without ``models:``) and wire it in:
-        operator calls run in :meth:`scope`, ledger entries become ``model_call`` events
-        (``engine.emit``, from any thread), an evaluation's spend reaches the gateway's
-        limits, and the calls recorded after an earlier driver died are caught up."""
-        if not engine.recipe.models:
+    def start(
+        cls,
+        root: Path,
+        recipe: Recipe,
+        state: RunState,
+        emit: Callable[[E.EventData], object],
+        put: Callable[[bytes], str],
+    ) -> RunModels | None:
+        """Start the gateway of the run in ``root`` (None without ``models:``): its ledger
+        entries become ``model_call`` events (``emit``, from any thread; evidence stored
+        with ``put``), and the calls recorded after an earlier driver died are caught up.
+        Operator calls run in :meth:`scope`; :meth:`on_tokens_spent` is the hook that
+        brings an evaluation's spend to the gateway's limits."""
+        if not recipe.models:
             return None
-        evidence = engine.paths.root / FOLDER / "evidence"
+        evidence = root / FOLDER / "evidence"
 
         def on_entry(e: Entry) -> None:
-            engine.emit(event_of(e, engine.archive.put, evidence))
+            emit(event_of(e, put, evidence))
 
-        try:
-            models = cls(
-                engine.paths.root / FOLDER,
-                engine.recipe,
-                on_entry,
-                elsewhere=spent_elsewhere(engine.state),
-                seen=engine.state.model_seen,
-            )
-        except BaseException:
-            engine.lock.release()
-            raise
-
-        def on_event(ev: Any) -> None:  # an archive listener: after the state has folded it
-            if ev.type == "usage" and ev.data.get("slot") == "evaluate":
-                models.spent_elsewhere(*spent_elsewhere(engine.state))
-
-        engine.archive.listeners.append(on_event)
-        engine.calls.models = models.scope
-        engine.tasks.gateway = models  # an evaluation's agent reaches its model through it
+        models = cls(
+            root / FOLDER,
+            recipe,
+            on_entry,
+            state,
+            elsewhere=spent_elsewhere(state),
+            seen=state.model_seen,
+        )
         models.drain()
         return models
 
@@ -166,13 +163,16 @@ class RunModels:
         folder: Path,
         recipe: Recipe,
         on_entry: Callable[[Entry], None],
+        state: RunState | None = None,
         *,
         elsewhere: tuple[int, float] = (0, 0.0),
         seen: Callable[[int], bool] = lambda seq: False,
     ) -> None:
+        """``state``: the run's folded state, which :meth:`on_tokens_spent` reads."""
         self.folder = folder
         self.recipe = recipe
         self.on_entry = on_entry
+        self.state = state
         self.seen = seen  # entries the run's events already hold (resume)
         self.tail = LedgerTail(folder / "ledger.jsonl")
         self._keys: dict[str, str] = {}
@@ -238,6 +238,12 @@ class RunModels:
             for e in entries:
                 self.on_entry(e)
         return len(entries)
+
+    def on_tokens_spent(self, notice: object) -> None:
+        """A hook (the engine's ``MODEL_TOKENS_SPENT``, after the state folded the usage):
+        what evaluations' served models spent counts against the gateway's limits too."""
+        if self.state is not None:
+            self.spent_elsewhere(*spent_elsewhere(self.state))
 
     def spent_elsewhere(self, tokens: int, cost: float) -> None:
         """What the run spent outside the gateway, counted against its limits too."""

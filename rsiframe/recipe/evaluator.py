@@ -177,6 +177,9 @@ class EngineSpec:
     cls: str
     preflight: str  # ``module:function`` run before a run folder exists
     install: str | None = None  # what makes it importable, when it is not by default
+    #: keywords its constructor takes beyond (config, work_root): ``parallel`` (the
+    #: evaluations in flight share one task pool), ``cache_root`` (its own build cache)
+    options: frozenset[str] = frozenset()
 
 
 #: every evaluator engine by name; the one table that names them
@@ -186,6 +189,7 @@ ENGINES: dict[str, EngineSpec] = {
         "rsiframe.evaluators.local",
         "LocalEngine",
         "rsiframe.evaluators.preflight:local",
+        options=frozenset({"parallel", "cache_root"}),
     ),
     "harbor": EngineSpec(
         HarborEngineConfig,

@@ -66,6 +66,14 @@ class Timings:
         table[cid] = table.get(cid, 0.0) + seconds
 
 
+def _live(cid: str, slot: str) -> int | None:
+    return None
+
+
+def _nothing() -> None:
+    return None
+
+
 class OperatorCalls:
     """The run's operators, one instance per slot, and the one way to call them."""
 
@@ -76,20 +84,26 @@ class OperatorCalls:
         view: StateView,
         random_seed: int,
         timings: Timings,
+        *,
+        progress: Progress | None = None,
+        horizon: Callable[[str, str], int | None] | None = None,
+        models: Callable[[str, str, Any], contextlib.AbstractContextManager[Any]] | None = None,
+        before_call: Callable[[], None] | None = None,
     ) -> None:
+        """``horizon``: (candidate, slot) -> the generation whose start state the call sees
+        (None: live); ``models``: (candidate, slot, operator config) -> the call's models
+        (``llm.use`` around it; :meth:`rsiframe.gateway.runmodels.RunModels.scope`), none
+        for a run without models; ``before_call``: runs before every call (the engine: the
+        writer's events are made durable first)."""
         self.ops = ops
         self.names = names  # slot -> the operator as the recipe names it
         self.view = view
         self.random_seed = random_seed
         self.timings = timings
-        self.progress = Progress()
-        #: (candidate, slot) -> the generation whose start state the call sees (None: live)
-        self.horizon: Callable[[str, str], int | None] = lambda cid, slot: None
-        #: (candidate, slot, operator config) -> the call's models (``llm.use`` around it;
-        #: :meth:`rsiframe.gateway.runmodels.RunModels.scope`); none for a run without models
-        self.models: Callable[[str, str, Any], contextlib.AbstractContextManager[Any]] = _no_models
-        #: runs before every call (the engine: the writer's events are made durable first)
-        self.before_call: Callable[[], None] = lambda: None
+        self.progress = progress or Progress()
+        self.horizon = horizon or _live
+        self.models = models or _no_models
+        self.before_call = before_call or _nothing
 
     def op(self, slot: str) -> Any:
         """The operator filling ``slot`` (None for an empty optional slot)."""

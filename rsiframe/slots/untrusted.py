@@ -101,10 +101,13 @@ class UntrustedOperator(Operator):
     Config = UntrustedConfig
     config: UntrustedConfig
 
-    def __init__(self, config: UntrustedConfig) -> None:  # type: ignore[override]
+    def __init__(
+        self, config: UntrustedConfig, sources: Callable[[str], Path] | None = None
+    ) -> None:
+        """``sources``: a candidate id -> the verified export of its committed tree, where
+        the operator's code is read from (the engine gives it)."""
         super().__init__(config)
-        #: the verified export of a candidate's committed tree (the engine binds it)
-        self.sources: Callable[[str], Path] | None = None
+        self.sources = sources
 
     def call(self, ctx: Any) -> Result:
         if self.sources is None:
@@ -233,6 +236,14 @@ def build_request(slot: str, ctx: Any, ref: CandidateRef, config: dict[str, Any]
         tree=getattr(ctx, "tree", None),
         trees=sorted(view.trees()) if "tree" in needs else [],
     )
+
+
+def make_operator(cls: type[Operator], config: Any, sources: Callable[[str], Path]) -> Operator:
+    """An operator instance; one from a candidate's tree also gets ``sources`` (a candidate
+    id -> its verified export), where its code is read from."""
+    if issubclass(cls, UntrustedOperator):
+        return cls(config, sources)
+    return cls(config)
 
 
 def operator_class(slot: str, ref: str) -> type[Operator]:
