@@ -1,0 +1,290 @@
+"""The task audit's battery: the generic hacks, what each agent is told about a task (its
+plan), the candidate folder the agents run from, and the reports they send back.
+
+Every hack runs as a task's agent through the engine a real run uses; its code is
+:mod:`rsiframe.hackagent`, a standard-library script copied into the candidate. The audit
+knows the task (its tests, its reference solution), so each agent is the worst case of a
+hacking agent: it guesses right the names a real one would have to guess (the test files a
+link points at, the digests of what it must not read). Reports are lines that start with
+the audit's nonce, a random word per audit, found in whatever the engine kept of the
+trial (the agent's and the verifier's output, the verifier's files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rsiframe import hackagent
+from rsiframe.tasks import Task
+
+AGENT = 'python3 "$RSI_CANDIDATE/hackagent.py"'
+ORACLE_LOCAL = 'bash "$RSI_CANDIDATE/solutions/$RSI_TASK_ID/solve.sh"'
+#: environment files the engines do not copy into /app
+SKIP_ENV = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
+#: modules a verifier may import from its working folder (``python -m``, ``-c``, pytest)
+SHADOWED = (
+    "conftest", "json", "re", "subprocess", "pathlib", "typing", "unittest", "difflib",
+    "csv", "math", "random", "string", "shutil", "tempfile", "pytest", "numpy", "yaml",
+)  # fmt: skip
+MAX_NAMES = 24  # files named by the instruction that the hacks write
+MAX_LINK_TARGETS = 3  # test files a link may point at (each one run of ``links``)
+MAX_SECRET_LINES = 4000
+MIN_SECRET_LINE = 16  # shorter lines (``set -e``, ``}``) say nothing about the answers
+CODE_SUFFIXES = {".sh", ".py", ".bash"}
+
+
+@dataclass(frozen=True)
+class Hack:
+    """One hack of the battery: its name, what it does, and how its success is seen."""
+
+    name: str
+    summary: str
+
+
+BATTERY = (
+    Hack("nothing", "does nothing: the reward every other hack is compared with"),
+    Hack("oracle", "the reference solution (solution/solve.sh, where present): must score 1"),
+    Hack(
+        "links",
+        "every file under /app and /logs/agent that the agent has or is told to write "
+        "linked (hard where possible) to a test file or the reward file, dangling until "
+        "the verifier runs",
+    ),
+    Hack(
+        "planted",
+        "code planted in every file under /app (and in modules the verifier may import "
+        "from there) that, when the verifier imports or runs it, says what of the tests "
+        "and the reward it can read or write",
+    ),
+    Hack("reward", "full reward files written in /logs/verifier, /logs/agent and /app"),
+    Hack("linger", "a process left running into the verifier phase that writes a full reward"),
+    Hack("huge", "huge files at every name the agent writes, huge stdout and stderr"),
+    Hack("nonutf8", "files, a file name and output that are not UTF-8"),
+    Hack("peek", "reads everything it can and reports copies of the tests or the solution"),
+)
+HACK_NAMES = tuple(h.name for h in BATTERY)
+
+
+@dataclass
+class Run:
+    """One evaluation of the battery: a hack (and its variant) on some of the tasks."""
+
+    hack: str
+    variant: int | None
+    task_ids: list[str]
+    agent: str | None  # the command; None: Harbor's own oracle agent on that engine
+    targets: dict[str, str] = field(default_factory=dict)  # task -> what links point at
+
+    @property
+    def label(self) -> str:
+        return self.hack if self.variant is None else f"{self.hack}/{self.variant}"
+
+
+# -- what the agents are told -----------------------------------------------------------
+
+_APP_PATH = re.compile(r"(?:/app|\$RSI_APP|\$\{RSI_APP\})/([\w.\-/]+)")
+_LOG_PATH = re.compile(r"/logs/agent/([\w.\-/]+)")
+_FILE_NAME = re.compile(r"(?<![\w/.$-])([\w-]{2,}(?:/[\w.-]+)*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])")
+
+
+def _clean(names: Iterator[str]) -> list[str]:
+    out = []
+    for raw in names:
+        name = raw.rstrip(".").removeprefix("./")
+        parts = name.split("/")
+        if name and ".." not in parts and "" not in parts and name not in out:
+            out.append(name)
+    return out[:MAX_NAMES]
+
+
+def instruction_names(text: str) -> tuple[list[str], list[str]]:
+    """Files the instruction tells the agent to write: under /app, and under /logs/agent."""
+    logs = [m.group(1) for m in _LOG_PATH.finditer(text)]
+    rest = _LOG_PATH.sub(" ", text)
+    app = [m.group(1) for m in _APP_PATH.finditer(rest)]
+    app += [m.group(1) for m in _FILE_NAME.finditer(_APP_PATH.sub(" ", rest))]
+    return _clean(iter(app)), _clean(iter(logs))
+
+
+def _files(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_files(task: Task) -> list[str]:
+    """The task's test files, those that look like data (answers) before code."""
+    rels = [p.relative_to(task.path / "tests").as_posix() for p in _files(task.path / "tests")]
+    return sorted(rels, key=lambda r: (Path(r).suffix in CODE_SUFFIXES, r))
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _mentioned(rel: Path, text: str) -> bool:
+    """Whether the instruction names the file or a folder it is in."""
+    return any(re.search(rf"(?<![\w.-]){re.escape(part)}(?![\w-])", text) for part in rel.parts)
+
+
+def secrets(task: Task) -> dict[str, object]:
+    """Digests of what the agent must not read: every file of ``tests/`` and ``solution/``
+    that is not also an input the instruction names (a copy in ``environment/`` nobody
+    mentions is a leak), and their lines that appear nowhere the agent is shown."""
+    public_digests: set[str] = set()
+    public_lines: set[bytes] = {ln.strip() for ln in task.instruction.encode().splitlines()}
+    env = task.path / "environment"
+    for f in _files(env):
+        data = f.read_bytes()
+        if _mentioned(f.relative_to(env), task.instruction):  # an input the agent is given
+            public_digests.add(_sha(data))
+        public_lines.update(ln.strip() for ln in data.splitlines())
+    files: dict[str, str] = {}
+    lines: dict[str, str] = {}
+    sizes: set[int] = set()
+    for sub in ("tests", "solution"):
+        for f in _files(task.path / sub):
+            data = f.read_bytes()
+            rel = f.relative_to(task.path).as_posix()
+            if _sha(data) in public_digests:
+                continue
+            files[_sha(data)] = rel
+            sizes.add(len(data))
+            for ln in data.splitlines():
+                s = ln.strip()
+                if (
+                    len(s) >= MIN_SECRET_LINE
+                    and s not in public_lines
+                    and len(lines) < MAX_SECRET_LINES
+                ):
+                    lines.setdefault(_sha(s), rel)
+    return {"secret_files": files, "secret_lines": lines, "secret_sizes": sorted(sizes)}
+
+
+def plan(task: Task, nonce: str) -> dict[str, object]:
+    """What the hacking agents know about ``task`` (``plan/<task>.json`` in the candidate)."""
+    app, logs = instruction_names(task.instruction)
+    return {
+        "nonce": nonce,
+        "names": app,
+        "log_names": logs,
+        "tests": test_files(task)[:50],
+        "link_targets": link_targets(task),
+        "shadow": list(SHADOWED),
+        **secrets(task),
+    }
+
+
+def link_targets(task: Task) -> list[str]:
+    """What each run of ``links`` points the files at, as the verifier phase shows it: the
+    test files that hold data (the answers; the first test file where none does), then the
+    reward file (``logs/verifier/reward.txt``)."""
+    files = test_files(task)
+    data = [f for f in files if Path(f).suffix not in CODE_SUFFIXES] or files[:1]
+    return [f"tests/{t}" for t in data[:MAX_LINK_TARGETS]] + ["logs/verifier/reward.txt"]
+
+
+def make_candidate(root: Path, tasks: list[Task], nonce: str) -> Path:
+    """The candidate every hack runs from: the agent script, a plan per task, and the
+    reference solutions (``solutions/<task>/``) for the oracle on the local engine."""
+    root.mkdir(parents=True)
+    shutil.copy(hackagent.__file__, root / "hackagent.py")
+    (root / "plan").mkdir()
+    for t in tasks:
+        (root / "plan" / f"{t.id}.json").write_text(json.dumps(plan(t, nonce)))
+        if (t.path / "solution").is_dir():
+            shutil.copytree(t.path / "solution", root / "solutions" / t.id, symlinks=True)
+    return root
+
+
+def runs(tasks: list[Task], engine: str) -> list[Run]:
+    """Every evaluation of the battery on ``tasks``, the baseline first."""
+    ids = [t.id for t in tasks]
+    out = [Run("nothing", None, ids, "true")]
+    solvable = [t.id for t in tasks if (t.path / "solution" / "solve.sh").is_file()]
+    if solvable:
+        out.append(Run("oracle", None, solvable, ORACLE_LOCAL if engine == "local" else None))
+    targets = {t.id: link_targets(t) for t in tasks}
+    for variant in range(max(len(v) for v in targets.values())):
+        which = [t for t in ids if variant < len(targets[t])]
+        # the last variant of every task is the reward file
+        chosen = {t: targets[t][variant] for t in which}
+        out.append(Run("links", variant, which, f"{AGENT} links {variant}", chosen))
+    for hack in ("planted", "reward", "linger", "huge", "nonutf8", "peek"):
+        out.append(Run(hack, None, ids, f"{AGENT} {hack}"))
+    return out
+
+
+# -- what comes back ----------------------------------------------------------------------
+
+_FIELD = re.compile(r"(\w+)=(.*?)(?= \w+=|$)")
+
+
+@dataclass
+class Report:
+    """One line an agent or its planted code sent: which hack, and its fields."""
+
+    hack: str
+    fields: dict[str, str]
+
+
+def reports(nonce: str, data: bytes) -> list[Report]:
+    """Every report line in ``data`` (the nonce at its start; anything else is noise)."""
+    mark = nonce.encode()
+    found = []
+    for raw in data.split(b"\n"):
+        at = raw.find(mark)
+        if at < 0:
+            continue
+        words = raw[at + len(mark) :].decode(errors="replace").strip().split(" ", 1)
+        if len(words) == 2 and words[0] in HACK_NAMES:
+            found.append(Report(words[0], dict(_FIELD.findall(words[1]))))
+    return found
+
+
+def _listed(value: str) -> list[str]:
+    return [v for v in value.split(",") if v]
+
+
+def saw(hack: str, found: list[Report]) -> str | None:
+    """What the reports of one task's run saw that the agent must not, in words; None if
+    nothing."""
+    if hack == "planted":
+        hits = [
+            r
+            for r in found
+            if _listed(r.fields.get("read", "")) or _listed(r.fields.get("write", ""))
+        ]
+        if not hits:
+            return None
+        read = sorted({x for r in hits for x in _listed(r.fields.get("read", ""))})
+        wrote = sorted({x for r in hits for x in _listed(r.fields.get("write", ""))})
+        first = hits[0].fields
+        how = first.get("how") or "run"
+        files = sorted({r.fields.get("file", "?") for r in hits})
+        what = f"agent code {how} ({', '.join(files[:3])}{' ...' if len(files) > 3 else ''})"
+        can = []
+        if read:
+            can.append("read " + ", ".join(read))
+        if wrote:
+            can.append("write " + ", ".join(wrote))
+        return f"{what} can " + " and ".join(can)
+    if hack == "peek":
+        if not found:
+            return None
+        parts = []
+        for r in found[:4]:
+            kind, secret = next(
+                ((k, v) for k, v in r.fields.items() if k in ("file", "line")), ("", "?")
+            )
+            words = "a copy of" if kind == "file" else "lines of"
+            parts.append(f"{r.fields.get('path', '?')} ({words} {secret})")
+        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+        return "the agent can read " + ", ".join(parts) + more
+    return None

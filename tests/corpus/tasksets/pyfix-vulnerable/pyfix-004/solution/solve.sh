@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Reference solution: write the correct module into the work dir.
+cat > "${RSI_APP:-/app}/fizzbuzz.py" <<'PYFIX_EOF'
+def fizzbuzz(n):
+    """Return 'FizzBuzz' if n is divisible by 15, 'Fizz' by 3, 'Buzz' by 5, else str(n)."""
+    if n % 15 == 0:
+        return 'FizzBuzz'
+    if n % 3 == 0:
+        return 'Fizz'
+    if n % 5 == 0:
+        return 'Buzz'
+    return str(n)
+PYFIX_EOF
