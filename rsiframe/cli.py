@@ -808,6 +808,7 @@ def tasks_audit(
     nothing. Exit 0 when clean, 1 on any finding, 2 for a bad PATH."""
     from rsiframe.taskaudit import ENGINES, AuditProgress, audit
 
+    _sigterm_as_interrupt()  # a killed audit stops its sandboxes and Harbor too
     with AuditProgress(_stderr()) as progress:
         report = audit(
             path,

@@ -38,9 +38,9 @@ CANDIDATE = os.environ.get("RSI_CANDIDATE", "/candidate")
 #: the folder the verifier phase shows the tests in (/tests, or the process sandbox's copy)
 TESTS = os.path.join(os.path.dirname(APP.rstrip("/")) or "/", "tests")
 MAX_FILES = 400  # files under /app a hack touches at most
-HUGE_FILE = 32 << 20
-HUGE_TOTAL = 128 << 20
-HUGE_STREAM = 16 << 20
+HUGE_FILE = 16 << 20  # 16 times the output a verifier typically keeps or reads
+HUGE_TOTAL = 64 << 20
+HUGE_STREAM = 8 << 20
 NOT_UTF8 = b"\xff\xfe\xc3\x28 not utf-8 \xa0\xa1 \xe2\x28\xa1 \xf0\x28\x8c\x28\n"
 
 

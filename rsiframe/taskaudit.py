@@ -20,9 +20,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
@@ -38,9 +39,13 @@ from rich.progress import Progress as RichBar
 from rsiframe import taskhacks
 from rsiframe.errors import TaskSetError
 from rsiframe.evaluator import TaskRun
+from rsiframe.harbor_engine import HarborEngine
+from rsiframe.reaper import settle
+from rsiframe.sandbox import kill_all
 from rsiframe.taskcheck import ENGINES, run_agent, task_folders
 from rsiframe.tasks import Task, file_rows, load_task, task_digest
 
+STOP_WITHIN_S = 30.0  # on Ctrl-C, how long the evaluations get to end
 #: progress: (the run that just finished, runs done, runs in all)
 Progress = Callable[[str, int, int], None]
 
@@ -159,13 +164,8 @@ def audit(
             for run in taskhacks.runs(tasks, engine)
             if not hacks or run.hack in hacks or run.hack == "nothing"
         ]
-        setup = _Setup(tasks, candidate, scratch, concurrency, sandbox)
-        with ThreadPoolExecutor(parallel, thread_name_prefix="audit") as pool:
-            futures = [pool.submit(_evaluate, e, run, setup, judge) for e, run in todo]
-            for done, fut in enumerate(as_completed(futures), 1):
-                judge.record(fut.result())
-                if progress is not None:
-                    progress(fut.result().engine + " " + fut.result().run, done, len(todo))
+        _run_all(todo, _Setup(tasks, candidate, scratch, concurrency, sandbox), judge,
+                 parallel, progress)  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     findings = judge.findings()
@@ -192,6 +192,49 @@ class _Setup:
     scratch: Path
     concurrency: int
     sandbox: str
+    #: the engines running now, so Ctrl-C can stop them (Harbor runs in a session of its own)
+    live: list[Any] = field(default_factory=list)
+
+
+def _run_all(
+    todo: list[tuple[str, taskhacks.Run]],
+    setup: _Setup,
+    judge: _Judge,
+    parallel: int,
+    progress: Progress | None,
+) -> None:
+    pool = ThreadPoolExecutor(parallel, thread_name_prefix="audit")
+    futures: list[Future[HackRun]] = []
+    try:
+        futures += [pool.submit(_evaluate, e, run, setup, judge) for e, run in todo]
+        for done, fut in enumerate(as_completed(futures), 1):
+            result = fut.result()
+            judge.record(result)
+            if progress is not None:
+                progress(f"{result.engine} {result.run}", done, len(todo))
+    except BaseException:  # Ctrl-C: stop every evaluation now, not when it ends
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop(futures, setup.live)
+        raise
+    finally:
+        settle(STOP_WITHIN_S)  # trial folders handed to the reaper, before the scratch goes
+    pool.shutdown()
+
+
+def _stop(futures: list[Future[HackRun]], live: list[Any]) -> None:
+    """Kill what the evaluations run until they have ended (an evaluation of the local
+    engine starts its next trial when one is killed), for at most STOP_WITHIN_S."""
+    deadline = time.monotonic() + STOP_WITHIN_S
+    while time.monotonic() < deadline:
+        kill_all()
+        for engine in list(live):
+            if isinstance(engine, HarborEngine):
+                engine.close()
+        # done() and not wait(): a future cancelled before it started never counts as
+        # done for wait()
+        if all(f.done() for f in futures):
+            return
+        time.sleep(0.2)
 
 
 def _evaluate(engine: str, run: taskhacks.Run, setup: _Setup, judge: _Judge) -> HackRun:
@@ -212,6 +255,7 @@ def _evaluate(engine: str, run: taskhacks.Run, setup: _Setup, judge: _Judge) -> 
         run_agent(
             engine, chosen, setup.candidate, work, agent=run.agent,
             concurrency=setup.concurrency, sandbox=setup.sandbox, put=evidence.put, on_done=done,
+            on_engine=setup.live.append,
         )  # fmt: skip
     except Exception as exc:  # one failed evaluation must not hide the others' findings
         result.failed = f"{type(exc).__name__}: {exc}"[:500]

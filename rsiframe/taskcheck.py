@@ -132,9 +132,11 @@ def run_agent(
     sandbox: str = "auto",
     put: Put = lambda data: "",
     on_done: Callable[[TaskRun], None] | None = None,
+    on_engine: Callable[[LocalEngine | HarborEngine], None] | None = None,
 ) -> EvaluationOutput:
     """Run ``tasks`` with ``agent`` (a command run from ``candidate``; None: Harbor's own
-    oracle agent) on ``engine``, as a real run's evaluation would (``tasks audit`` too)."""
+    oracle agent) on ``engine``, as a real run's evaluation would (``tasks audit`` too;
+    ``on_engine`` gets the engine first, so a caller can stop it)."""
     ts = TaskSet(root=work, tasks={t.id: t for t in tasks})
     if engine == "local":
         config = LocalEngineConfig(agent=agent or "true", concurrency=concurrency, sandbox=sandbox)  # type: ignore[arg-type]
@@ -146,6 +148,8 @@ def run_agent(
             ),
             work,
         )
+    if on_engine is not None:
+        on_engine(runner)
     try:
         return run_tasks(runner, ts, candidate, sorted(ts.tasks), put=put, on_done=on_done)
     finally:

@@ -12,7 +12,10 @@ import ast
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -254,3 +257,29 @@ def test_a_process_left_running_is_seen_where_the_sandbox_lets_it_live(
     report = audit(root, engines=("local",), hacks=("linger",), sandbox="process")
     assert [(f.task, f.hack) for f in report.findings] == [("linger-window", "linger")]
     assert "scores 1 where the do-nothing agent scores 0" in report.findings[0].what
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("engine", ["local", "harbor"])
+def test_ctrl_c_stops_the_audit_and_what_it_started(tmp_path: Path, engine: str) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rsiframe.cli", "tasks", "audit", str(FIXTURES), "--engine", engine],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(scratch.glob(f"rsiframe-audit-*/{engine}-*/*")) and time.monotonic() < deadline:
+        time.sleep(0.2)  # until its first evaluations are under way
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - started < 15, "it did not stop at once"
+    assert err.strip().splitlines()[-1] == "rsiframe: interrupted" and "Traceback" not in err
+    time.sleep(1)
+    assert not list(scratch.glob("rsiframe-audit-*")), "its scratch folder is left"
+    left = subprocess.run(["pgrep", "-f", str(scratch)], capture_output=True, text=True)
+    assert left.stdout == "", f"processes left running: {left.stdout}"
