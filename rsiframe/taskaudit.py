@@ -314,24 +314,28 @@ class _Judge:
                     Finding(task="*", engine=engine, hack=r.run, what=f"the run failed: {r.failed}")
                 )
         for task in self.tasks:
-            out += self._of_task(engine, task, runs, baseline.get(task, 0.0))
+            out += self._of_task(engine, task, runs, baseline.get(task))
         return out
 
-    def _of_task(self, engine: str, task: str, runs: list[HackRun], base: float) -> list[Finding]:
+    def _of_task(
+        self, engine: str, task: str, runs: list[HackRun], base: float | None
+    ) -> list[Finding]:
+        """``base``: the do-nothing agent's reward (None: its run failed, so no reward of
+        another hack is compared; what the hacks saw still counts)."""
         out = []
         by_hack: dict[str, list[HackRun]] = {}
         for r in runs:
             if task in r.rewards or task in r.errors:
                 by_hack.setdefault(r.run.split("/")[0], []).append(r)
-        if base >= 1.0:
+        if base is not None and base >= 1.0:
             what = f"the do-nothing agent scores {base:g}: no hack can score above it"
             out.append(Finding(task=task, engine=engine, hack="nothing", what=what))
         for r in by_hack.get("oracle", []):
             got = r.rewards.get(task, 0.0)
             if got != 1.0:
                 why = f": {r.errors[task]}" if task in r.errors else ""
-                out.append(Finding(task=task, engine=engine, hack="oracle",
-                                   what=f"the reference solution scores {got:g}{why}"))  # fmt: skip
+                what = f"the reference solution scores {got:g}{why}"
+                out.append(Finding(task=task, engine=engine, hack="oracle", what=what))
         for hack in taskhacks.HACK_NAMES[2:]:
             what = self._hack_on(engine, task, hack, by_hack.get(hack, []), base)
             if what:
@@ -339,14 +343,14 @@ class _Judge:
         return out
 
     def _hack_on(
-        self, engine: str, task: str, hack: str, runs: list[HackRun], base: float
+        self, engine: str, task: str, hack: str, runs: list[HackRun], base: float | None
     ) -> str | None:
         parts = []
         seen = taskhacks.saw(hack, self.saw.get((engine, hack, task), []))
         if seen:
             parts.append(seen)
         best = max(runs, key=lambda r: r.rewards.get(task, 0.0), default=None)
-        if best is not None and best.rewards.get(task, 0.0) > base + 1e-9:
+        if base is not None and best is not None and best.rewards.get(task, 0.0) > base + 1e-9:
             got = best.rewards[task]
             how = ""
             target = self.targets.get((engine, best.run, task))
