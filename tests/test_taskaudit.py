@@ -1,8 +1,8 @@
 """`rsiframe tasks audit`: the reward-hack battery finds each fixture's hack, and only it.
 
 The fixtures (tests/corpus/tasksets/audit, written by its generate.py) are small tasks, each
-open to exactly one hack; ../pyfix-vulnerable is a kept copy of the pyfix verifier that
-imported the agent's code beside its answers. The slow tests (e2e) audit them together with
+open to exactly one hack; pyfix-vulnerable/tasks/pyfix-001 is a kept copy of the pyfix
+verifier that imported the agent's code beside its answers. The slow tests (e2e) audit them together with
 one shipped task of each set, on the local engine and the Harbor engine, in one audit.
 """
 
@@ -28,7 +28,8 @@ from rsiframe.tasks import file_rows, load_task
 
 CORPUS = REPO / "tests" / "corpus" / "tasksets"
 FIXTURES = CORPUS / "audit"
-VULNERABLE_PYFIX = CORPUS / "pyfix-vulnerable" / "pyfix-004"
+#: kept by issue 20's fix (its tests use it too): the pyfix verifier as it shipped before
+VULNERABLE_PYFIX = CORPUS / "pyfix-vulnerable" / "tasks" / "pyfix-001"
 #: fixture -> the one hack it is open to (None: clean) on bwrap and Harbor's bwrap
 EXPECTED = {
     "clean": None,
@@ -40,14 +41,14 @@ EXPECTED = {
     "always-pays": "nothing",
     "wrong-solution": "oracle",
     "linger-window": None,  # both engines kill what the agent leaves running
-    "pyfix-004": "planted",
+    "pyfix-001": "planted",
 }
 #: one task of each shipped set, audited in CI with the fixtures
 SHIPPED = {
     "sat3": "uf75-001",
     "textops": "textops-001",
     "terminal": "fix-script",  # its check runs the agent's script (confined)
-    "pyfix": "pyfix-001",
+    "pyfix": "pyfix-002",
 }
 
 
@@ -195,7 +196,7 @@ def test_tasks_check_hints_at_the_audit(tmp_path: Path) -> None:
 def _set(tmp_path: Path, shipped: bool = True) -> Path:
     root = tmp_path / "set"
     for fixture in EXPECTED:
-        src = VULNERABLE_PYFIX if fixture == "pyfix-004" else FIXTURES / fixture
+        src = VULNERABLE_PYFIX if fixture == "pyfix-001" else FIXTURES / fixture
         shutil.copytree(src, root / fixture, symlinks=True)
     if shipped:
         for name, task in SHIPPED.items():
@@ -208,7 +209,7 @@ def _pyfix_expected() -> str | None:
     the fixture; once fixed (issue 20), it must be clean."""
     shipped = file_rows(REPO / "tasks" / "pyfix" / SHIPPED["pyfix"] / "tests")
     kept = file_rows(VULNERABLE_PYFIX / "tests")
-    return "planted" if shipped["check.py"] == kept["check.py"] else None
+    return "planted" if shipped.get("check.py") == kept["check.py"] else None
 
 
 @pytest.mark.e2e
@@ -232,14 +233,12 @@ def test_the_audit_flags_each_fixture_with_its_hack_only_on_both_engines(tmp_pat
         # every hack of the battery ran, and the planted code ran where a verifier runs it
         ran = {r["run"].split("/")[0] for r in report["runs"] if r["engine"] == engine}
         assert ran == set(taskhacks.HACK_NAMES)
-        assert "/app/fizzbuzz.py" in report["planted_ran"][engine]["pyfix-004"]
-    lines = res.stdout  # --json: the findings are in the report, one per line otherwise
-    assert "pyfix-004: planted on local: agent code imported by python as fizzbuzz" not in lines
-    text = cli("tasks", "audit", str(root), "--engine", "local", "--tasks", "pyfix-004")
+        assert "/app/mean.py" in report["planted_ran"][engine]["pyfix-001"]
+    text = cli("tasks", "audit", str(root), "--engine", "local", "--tasks", "pyfix-001")
     assert text.exit_code == 1
     assert text.stdout.startswith(
-        "pyfix-004: planted on local: agent code imported by python as fizzbuzz "
-        "(/app/fizzbuzz.py) can read /tests/cases.json"
+        "pyfix-001: planted on local: agent code imported by python as mean "
+        "(/app/mean.py) can read /tests/cases.json"
     ), text.stdout
 
 

@@ -24,7 +24,8 @@ weakness is:
   open to ``linger`` where they survive (the process sandbox without cgroups).
 
 The kept copy of the shipped pyfix verifier that imports the agent's code beside its
-answers (``planted``) is ``../pyfix-vulnerable``. ``python3 generate.py`` rewrites them.
+answers (``planted``) is ``../pyfix-vulnerable/tasks/pyfix-001``. ``python3 generate.py``
+rewrites the fixtures here.
 """
 
 from __future__ import annotations
