@@ -2,8 +2,9 @@
 
 The fixtures (tests/corpus/tasksets/audit, written by its generate.py) are small tasks, each
 open to exactly one hack; pyfix-vulnerable/tasks/pyfix-001 is a kept copy of the pyfix
-verifier that imported the agent's code beside its answers. The slow tests (e2e) audit them together with
-one shipped task of each set, on the local engine and the Harbor engine, in one audit.
+verifier that imported the agent's code beside its answers. The slow tests (e2e) audit them
+together with one shipped task of each set, on the local engine and the Harbor engine, in
+one audit.
 """
 
 from __future__ import annotations
