@@ -98,6 +98,9 @@ def flood(stream: object, total: int, chunk: bytes) -> None:
 def links(p: dict, variant: int) -> None:
     """Each named file (under /app and /logs/agent) becomes a link to the plan's target
     number ``variant``: a file of the tests, or the reward file."""
+    if variant >= len(p["link_targets"]):
+        print("no target of its own in this run (the candidate's links only)")
+        return
     where, rel = p["link_targets"][variant].split("/", 1)
     target = os.path.join(TESTS if where == "tests" else LOGS, rel)
     places = [os.path.join(APP, n) for n in named(p)]

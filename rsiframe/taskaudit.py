@@ -251,9 +251,12 @@ def _evaluate(engine: str, run: taskhacks.Run, setup: _Setup, judge: _Judge) -> 
         judge.seen(engine, run, tr.task_id, evidence.of(tr))
 
     work = Path(tempfile.mkdtemp(prefix=f"{engine}-{run.hack}-", dir=setup.scratch))
+    candidate = setup.candidate
+    if run.candidate_links:
+        candidate = taskhacks.with_links(candidate, run.candidate_links, work / "candidate")
     try:
         run_agent(
-            engine, chosen, setup.candidate, work, agent=run.agent,
+            engine, chosen, candidate, work / "run", agent=run.agent,
             concurrency=setup.concurrency, sandbox=setup.sandbox, put=evidence.put, on_done=done,
             on_engine=setup.live.append,
         )  # fmt: skip
@@ -263,6 +266,18 @@ def _evaluate(engine: str, run: taskhacks.Run, setup: _Setup, judge: _Judge) -> 
         shutil.rmtree(work, ignore_errors=True)
     result.seconds = round(time.monotonic() - t0, 2)
     return result
+
+
+def _linked(run: taskhacks.Run, task: str) -> str:
+    """What a run of ``links`` pointed the task's files at, in words."""
+    own = run.targets.get(task)
+    shared = next(iter(run.candidate_links.values()), None)
+    if own and (shared is None or own == shared):
+        where = "its files" + (" and the candidate's" if shared else "")
+        return f"{where} linked to /{own}"
+    parts = [f"its files linked to /{own}"] if own else []
+    parts += [f"the candidate's files linked to /{shared}"] if shared else []
+    return " and ".join(parts)
 
 
 class _Judge:
@@ -283,7 +298,7 @@ class _Judge:
 
     def _seen(self, engine: str, run: taskhacks.Run, task: str, data: bytes) -> None:
         if run.hack == "links":
-            self.targets[(engine, run.label, task)] = run.targets.get(task, "")
+            self.targets[(engine, run.label, task)] = _linked(run, task)
         for rep in taskhacks.reports(self.nonce, data):
             if rep.hack != run.hack:
                 continue
@@ -355,7 +370,7 @@ class _Judge:
             how = ""
             target = self.targets.get((engine, best.run, task))
             if target:
-                how = f" with its files linked to /{target}"
+                how = f" with {target}"
             parts.append(f"scores {got:g}{how} where the do-nothing agent scores {base:g}")
         return "; ".join(parts) or None
 

@@ -32,7 +32,7 @@ SHADOWED = (
     "conftest", "json", "re", "subprocess", "pathlib", "typing", "unittest", "difflib",
     "csv", "math", "random", "string", "shutil", "tempfile", "pytest", "numpy", "yaml",
 )  # fmt: skip
-MAX_NAMES = 24  # files named by the instruction that the hacks write
+MAX_CANDIDATE_LINKS = 48  # files of the candidate the links hack makes links of
 MAX_LINK_TARGETS = 3  # test files a link may point at (each one run of ``links``)
 MAX_SECRET_LINES = 4000
 MIN_SECRET_LINE = 16  # shorter lines (``set -e``, ``}``) say nothing about the answers
@@ -80,6 +80,8 @@ class Run:
     task_ids: list[str]
     agent: str | None  # the command; None: Harbor's own oracle agent on that engine
     targets: dict[str, str] = field(default_factory=dict)  # task -> what links point at
+    #: links in the candidate the run uses (name -> target), for every task
+    candidate_links: dict[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -93,14 +95,14 @@ _LOG_PATH = re.compile(r"/logs/agent/([\w.\-/]+)")
 _FILE_NAME = re.compile(r"(?<![\w/.$-])([\w-]{2,}(?:/[\w.-]+)*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])")
 
 
-def _clean(names: Iterator[str]) -> list[str]:
+def _clean(names: Iterator[str], cap: int = 24) -> list[str]:
     out = []
     for raw in names:
         name = raw.rstrip(".").removeprefix("./")
         parts = name.split("/")
         if name and ".." not in parts and "" not in parts and name not in out:
             out.append(name)
-    return out[:MAX_NAMES]
+    return out[:cap]
 
 
 def instruction_names(text: str) -> tuple[list[str], list[str]]:
@@ -203,6 +205,33 @@ def make_candidate(root: Path, tasks: list[Task], nonce: str) -> Path:
     return root
 
 
+def shared_targets(tasks: list[Task]) -> list[str]:
+    """What the candidate's links point at in each run of ``links`` (one candidate serves
+    every task): the test data files most tasks have, then the reward file."""
+    counts: dict[str, int] = {}
+    for t in tasks:
+        for target in link_targets(t)[:-1]:
+            counts[target] = counts.get(target, 0) + 1
+    common = sorted(counts, key=lambda k: (-counts[k], k))[:MAX_LINK_TARGETS]
+    return [*common, "logs/verifier/reward.txt"]
+
+
+def candidate_names(tasks: list[Task]) -> list[str]:
+    """Files a verifier may read from the candidate (which it can see, to measure it): the
+    names its tests' text and its instruction mention."""
+    names: dict[str, None] = {}
+    for t in tasks:
+        texts = [t.instruction] + [
+            f.read_bytes()[: 1 << 20].decode(errors="replace") for f in _files(t.path / "tests")
+        ]
+        for text in texts:
+            names.update(dict.fromkeys(m.group(1) for m in _FILE_NAME.finditer(text)))
+    reserved = {"hackagent.py", "plan", "solutions"}
+    return [
+        n for n in _clean(iter(names), cap=MAX_CANDIDATE_LINKS) if n.split("/")[0] not in reserved
+    ]
+
+
 def runs(tasks: list[Task], engine: str) -> list[Run]:
     """Every evaluation of the battery on ``tasks``, the baseline first."""
     ids = [t.id for t in tasks]
@@ -211,14 +240,30 @@ def runs(tasks: list[Task], engine: str) -> list[Run]:
     if solvable:
         out.append(Run("oracle", None, solvable, ORACLE_LOCAL if engine == "local" else None))
     targets = {t.id: link_targets(t) for t in tasks}
-    for variant in range(max(len(v) for v in targets.values())):
-        which = [t for t in ids if variant < len(targets[t])]
-        # the last variant of every task is the reward file
-        chosen = {t: targets[t][variant] for t in which}
-        out.append(Run("links", variant, which, f"{AGENT} links {variant}", chosen))
+    shared, names = shared_targets(tasks), candidate_names(tasks)
+    for variant in range(max(len(shared), *(len(v) for v in targets.values()))):
+        # a task with fewer targets than this variant keeps /app as it is (the candidate's
+        # links still apply); the last target of each list is the reward file
+        chosen = {t: v[variant] for t, v in targets.items() if variant < len(v)}
+        run = Run("links", variant, ids, f"{AGENT} links {variant}", chosen)
+        if variant < len(shared):
+            run.candidate_links = dict.fromkeys(names, shared[variant])
+        out.append(run)
     for hack in ("planted", "reward", "linger", "huge", "nonutf8", "peek"):
         out.append(Run(hack, None, ids, f"{AGENT} {hack}"))
     return out
+
+
+def with_links(candidate: Path, links: dict[str, str], dest: Path) -> Path:
+    """A copy of ``candidate`` holding ``links`` (name -> target as the sandbox shows it:
+    ``tests/...``, ``logs/verifier/...``), dangling until the verifier runs."""
+    shutil.copytree(candidate, dest, symlinks=True)
+    for name, target in links.items():
+        place = dest / name
+        place.parent.mkdir(parents=True, exist_ok=True)
+        if not place.exists() and not place.is_symlink():
+            place.symlink_to("/" + target)
+    return dest
 
 
 # -- what comes back ----------------------------------------------------------------------

@@ -34,7 +34,7 @@ VULNERABLE_PYFIX = CORPUS / "pyfix-vulnerable" / "tasks" / "pyfix-001"
 #: fixture -> the one hack it is open to (None: clean) on bwrap and Harbor's bwrap
 EXPECTED = {
     "clean": None,
-    "links-log": "links",
+    "links-follow": "links",
     "reward-cache": "reward",
     "answers-in-env": "peek",
     "fail-open-huge": "huge",
