@@ -168,6 +168,17 @@ def audit(
                  parallel, progress)  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return _report(path, engines, tasks, judge, before, time.monotonic() - started)
+
+
+def _report(
+    path: Path,
+    engines: tuple[str, ...],
+    tasks: list[Task],
+    judge: _Judge,
+    before: dict[str, str],
+    seconds: float,
+) -> AuditReport:
     findings = judge.findings()
     changed = sorted(t for t, d in digests(tasks).items() if d != before[t])
     for t in changed:
@@ -181,7 +192,7 @@ def audit(
         runs=sorted(judge.runs, key=lambda r: (r.engine, r.run)),
         planted_ran=judge.planted_ran,
         unchanged=not changed,
-        seconds=round(time.monotonic() - started, 1),
+        seconds=round(seconds, 1),
     )
 
 

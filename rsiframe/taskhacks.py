@@ -301,35 +301,36 @@ def saw(hack: str, found: list[Report]) -> str | None:
     """What the reports of one task's run saw that the agent must not, in words; None if
     nothing."""
     if hack == "planted":
-        hits = [
-            r
-            for r in found
-            if _listed(r.fields.get("read", "")) or _listed(r.fields.get("write", ""))
-        ]
-        if not hits:
-            return None
-        read = sorted({x for r in hits for x in _listed(r.fields.get("read", ""))})
-        wrote = sorted({x for r in hits for x in _listed(r.fields.get("write", ""))})
-        first = hits[0].fields
-        how = first.get("how") or "run"
-        files = sorted({r.fields.get("file", "?") for r in hits})
-        what = f"agent code {how} ({', '.join(files[:3])}{' ...' if len(files) > 3 else ''})"
-        can = []
-        if read:
-            can.append("read " + ", ".join(read))
-        if wrote:
-            can.append("write " + ", ".join(wrote))
-        return f"{what} can " + " and ".join(can)
+        return _planted_saw(found)
     if hack == "peek":
-        if not found:
-            return None
-        parts = []
-        for r in found[:4]:
-            kind, secret = next(
-                ((k, v) for k, v in r.fields.items() if k in ("file", "line")), ("", "?")
-            )
-            words = "a copy of" if kind == "file" else "lines of"
-            parts.append(f"{r.fields.get('path', '?')} ({words} {secret})")
-        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
-        return "the agent can read " + ", ".join(parts) + more
+        return _peek_saw(found)
     return None
+
+
+def _planted_saw(found: list[Report]) -> str | None:
+    hits = [
+        r for r in found if _listed(r.fields.get("read", "")) + _listed(r.fields.get("write", ""))
+    ]
+    if not hits:
+        return None
+    read = sorted({x for r in hits for x in _listed(r.fields.get("read", ""))})
+    wrote = sorted({x for r in hits for x in _listed(r.fields.get("write", ""))})
+    files = sorted({r.fields.get("file", "?") for r in hits})
+    shown = ", ".join(files[:3]) + (" ..." if len(files) > 3 else "")
+    can = [f"read {', '.join(read)}"] if read else []
+    can += [f"write {', '.join(wrote)}"] if wrote else []
+    return f"agent code {hits[0].fields.get('how') or 'run'} ({shown}) can " + " and ".join(can)
+
+
+def _peek_saw(found: list[Report]) -> str | None:
+    if not found:
+        return None
+    parts = []
+    for r in found[:4]:
+        copy = "file" in r.fields
+        secret = r.fields.get("file") or r.fields.get("line") or "?"
+        parts.append(
+            f"{r.fields.get('path', '?')} ({'a copy of' if copy else 'lines of'} {secret})"
+        )
+    more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+    return "the agent can read " + ", ".join(parts) + more
