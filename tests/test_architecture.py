@@ -198,6 +198,8 @@ def test_staged_files_import_only_what_is_staged_with_them() -> None:
     assert not [
         n for n in top if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("rsiframe")
     ]
+    # the task audit's hacking agent is copied into a candidate and run as its agent
+    assert closure([REPO / "rsiframe/evaluators/hackagent.py"]) == set()
     # Harbor's process imports the plug-ins and nothing else of rsiframe
     for p in (REPO / "rsiframe/evaluators/harbor/plugins").glob("*.py"):
         assert closure([p]) == set(), p.name

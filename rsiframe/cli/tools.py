@@ -15,6 +15,7 @@ from rich.table import Table
 from rsiframe.cli.common import (
     friendly,
     print_json,
+    sigterm_as_interrupt,
     stderr,
     stdout,
     unset_option,
@@ -224,6 +225,78 @@ def tasks_check(path: Path, oracle: bool, engines: tuple[str, ...], as_json: boo
         )
         click.echo(
             f"{path}: {done}: " + ("ok" if report.ok else f"{len(report.problems)} problem(s)"),
+            err=True,
+        )
+    if not as_json:
+        click.echo(
+            f"hint: `rsiframe tasks audit {path}` attacks each task as a reward-hacking "
+            "agent would",
+            err=True,
+        )
+    if not report.ok:
+        sys.exit(EXIT_FAILED)
+
+
+@tasks.command("audit")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(["local", "harbor"]),
+    help="only this engine (repeatable; default both)",
+)
+@click.option(
+    "--tasks", "task_ids", multiple=True, metavar="ID", help="only this task (repeatable)"
+)
+@click.option("--hack", "hacks", multiple=True, metavar="NAME", help="only this hack (repeatable)")
+@click.option(
+    "--concurrency", default=4, show_default=True, type=click.IntRange(1, 64), help="tasks at once"
+)
+@click.option(
+    "--sandbox",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "bwrap", "process", "docker"]),
+    help="the local engine's sandbox",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@friendly
+def tasks_audit(
+    path: Path,
+    engines: tuple[str, ...],
+    task_ids: tuple[str, ...],
+    hacks: tuple[str, ...],
+    concurrency: int,
+    sandbox: str,
+    as_json: bool,
+) -> None:
+    """Attack every task under PATH (or those named) with a battery of reward hacks, on
+    the engines a run uses: one line per hack that scores above the do-nothing agent or
+    sees the tests or the reward, a reference solution below 1, a task that pays for
+    nothing. Exit 0 when clean, 1 on any finding, 2 for a bad PATH."""
+    from rsiframe.evaluators.taskaudit import ENGINES, AuditProgress, audit
+
+    sigterm_as_interrupt()  # a killed audit stops its sandboxes and Harbor too
+    with AuditProgress(stderr()) as progress:
+        report = audit(
+            path,
+            engines=engines or ENGINES,
+            task_ids=tuple(t for arg in task_ids for t in arg.split(",") if t),
+            hacks=tuple(h for arg in hacks for h in arg.split(",") if h),
+            concurrency=concurrency,
+            sandbox=sandbox,
+            progress=progress,
+        )
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        for finding in report.findings:
+            click.echo(str(finding))
+        verdict = "clean" if report.ok else f"{len(report.findings)} finding(s)"
+        click.echo(
+            f"{path}: {len(report.tasks)} task(s) on {'+'.join(report.engines)}, "
+            f"{len(report.runs)} run(s) in {report.seconds:g} s: {verdict}",
             err=True,
         )
     if not report.ok:

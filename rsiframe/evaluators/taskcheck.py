@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rsiframe.errors import TaskSetError
-from rsiframe.evaluators.base import TaskRun
+from rsiframe.evaluators.base import EvaluationOutput, Put, TaskRun
 from rsiframe.evaluators.harbor.engine import HarborEngine
 from rsiframe.evaluators.harbor.preflight import harbor_task_problems
 from rsiframe.evaluators.local import LocalEngine
 from rsiframe.evaluators.registry import run_tasks
+from rsiframe.recipe.evaluator import ENGINES as ENGINE_TABLE
 from rsiframe.recipe.evaluator import HarborEngineConfig, LocalEngineConfig
 from rsiframe.tasks.taskset import Task, TaskSet, load_task
 
 ORACLE_AGENT = 'bash "$RSI_CANDIDATE/solutions/$RSI_TASK_ID/solve.sh"'
-ENGINES = ("local", "harbor")
+#: the engines a task set is checked on (every evaluator engine)
+ENGINES = tuple(ENGINE_TABLE)
 
 
 @dataclass
@@ -106,23 +109,47 @@ def _oracle(engine: str, tasks: list[Task]) -> dict[str, TaskRun]:
         return {}
     scratch = Path(tempfile.mkdtemp(prefix="rsiframe-oracle-"))
     try:
-        ts = TaskSet(root=scratch, tasks={t.id: t for t in tasks})
         cand = scratch / "candidate"
         cand.mkdir()
         if engine == "local":
             for t in tasks:
                 shutil.copytree(t.path / "solution", cand / "solutions" / t.id, symlinks=True)
-            runner: LocalEngine | HarborEngine = LocalEngine(
-                LocalEngineConfig(agent=ORACLE_AGENT, concurrency=4), scratch / "work"
-            )
-        else:
-            runner = HarborEngine(
-                HarborEngineConfig(harbor_agent="oracle", concurrency=4), scratch / "work"
-            )
-        try:
-            out = run_tasks(runner, ts, cand, sorted(ts.tasks), put=lambda data: "")
-        finally:
-            runner.close()
-        return out.runs
+        agent = ORACLE_AGENT if engine == "local" else None
+        return run_agent(engine, tasks, cand, scratch / "work", agent=agent).runs
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_agent(
+    engine: str,
+    tasks: list[Task],
+    candidate: Path,
+    work: Path,
+    *,
+    agent: str | None,
+    concurrency: int = 4,
+    sandbox: str = "auto",
+    put: Put = lambda data: "",
+    on_done: Callable[[TaskRun], None] | None = None,
+    on_engine: Callable[[LocalEngine | HarborEngine], None] | None = None,
+) -> EvaluationOutput:
+    """Run ``tasks`` with ``agent`` (a command run from ``candidate``; None: Harbor's own
+    oracle agent) on ``engine``, as a real run's evaluation would (``tasks audit`` too;
+    ``on_engine`` gets the engine first, so a caller can stop it)."""
+    ts = TaskSet(root=work, tasks={t.id: t for t in tasks})
+    if engine == "local":
+        config = LocalEngineConfig(agent=agent or "true", concurrency=concurrency, sandbox=sandbox)  # type: ignore[arg-type]
+        runner: LocalEngine | HarborEngine = LocalEngine(config, work)
+    else:
+        runner = HarborEngine(
+            HarborEngineConfig(
+                agent=agent, harbor_agent=None if agent else "oracle", concurrency=concurrency
+            ),
+            work,
+        )
+    if on_engine is not None:
+        on_engine(runner)
+    try:
+        return run_tasks(runner, ts, candidate, sorted(ts.tasks), put=put, on_done=on_done)
+    finally:
+        runner.close()

@@ -6,7 +6,10 @@ Each task has ``task.toml``, ``instruction.md``, ``environment/`` (a Dockerfile 
 copies the inputs into ``/app`` and, for some, adds Debian packages; plus the inputs),
 ``solution/solve.sh`` (the oracle: it scores 1.0) and ``tests/test.sh``. No task needs the
 network. Paths also work through rsiframe's ``RSI_*`` variables, so the ``local`` engine's
-process fallback runs them too.
+process fallback runs them too. A check that runs the agent's own code (``fix-script``)
+runs it through ``confine.py`` (Landlock: no read of the tests, no write of the reward);
+where it cannot be confined (no Landlock; the process fallback, whose tests lie under an
+allowed folder) it is not run and the task scores 0.
 """
 
 from __future__ import annotations
@@ -199,7 +202,10 @@ TASKS: dict[str, tuple[str, str, dict[str, str], str, str]] = {
         "`/app/greet.sh` has a syntax error. Fix it so that `bash /app/greet.sh` prints `ok`.",
         {"greet.sh": "#!/bin/bash\nif [ 1 -eq 1 ]\n  echo ok\nfi\n"},
         "printf '#!/bin/bash\\nif [ 1 -eq 1 ]; then\\n  echo ok\\nfi\\n' > greet.sh",
-        '[ "$(bash greet.sh 2>/dev/null)" = "ok" ]',
+        # the agent's script runs confined (confine.py): it can neither read the tests nor
+        # write the reward, which it could otherwise (rsiframe tasks audit: planted)
+        '[ "$(python3 "${RSI_TESTS:-/tests}/confine.py" "${RSI_TESTS:-/tests}" "$OUT" -- '
+        'bash greet.sh 2>/dev/null)" = "ok" ]',
     ),
     "make-symlink": (
         "files",
@@ -293,6 +299,8 @@ def main() -> None:
         _write(root / "solution" / "solve.sh", SOLVE_SH.format(solve=solve), executable=True)
         check_body = "\n".join("  " + line for line in check.splitlines())
         _write(root / "tests" / "test.sh", TEST_SH.format(check=check_body), executable=True)
+        if "confine.py" in check:  # a check that runs the agent's code runs it confined
+            shutil.copy(HERE / "confine.py", root / "tests" / "confine.py")
     print(f"wrote {len(TASKS)} tasks under {HERE}")
 
 
