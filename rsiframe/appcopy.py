@@ -15,6 +15,10 @@ does during the copy can redirect it:
 - past ``max_bytes`` (or ``max_files``) the copy stops: the task ends with that reason.
 
 Every dropped entry comes back as a :class:`Removed` for the trial's evidence.
+
+Standard library only, and :mod:`rsiframe.safefile` imported relatively: both files are
+staged beside Harbor's plug-ins (:mod:`rsiframe.harborenv`), where the ``bwrap``
+environment makes the same copy for Harbor's verifier phase.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rsiframe.safefile import UnsafeFile, open_regular
+from .safefile import UnsafeFile, open_regular  # relative: staged as a pair
 
 #: the path the agent and the verifier see the copied folder at
 INSIDE = "/app"
@@ -45,17 +49,18 @@ class AppTooLarge(Exception):
     """The agent's /app is past the task's limit; the message says by how much."""
 
 
-def resolves_inside(rel: str, links: dict[str, str]) -> bool:
+def resolves_inside(rel: str, links: dict[str, str], inside: str = INSIDE) -> bool:
     """Whether the link at ``rel`` (relative to the app root) resolves inside the root,
-    following the other ``links`` of the tree (``{relative path: target}``)."""
+    following the other ``links`` of the tree (``{relative path: target}``); ``inside`` is
+    where the root is seen (absolute targets under it stay inside)."""
     hops = 0
 
     def walk(start: list[str], target: str) -> list[str] | None:
         nonlocal hops
         if target.startswith("/"):
-            if target != INSIDE and not target.startswith(INSIDE + "/"):
+            if target != inside and not target.startswith(inside + "/"):
                 return None
-            start, target = [], target[len(INSIDE) :].lstrip("/")
+            start, target = [], target[len(inside) :].lstrip("/")
         parts = list(start)
         for comp in target.split("/"):
             if comp in ("", "."):
@@ -80,8 +85,11 @@ def resolves_inside(rel: str, links: dict[str, str]) -> bool:
     return walk(rel.split("/")[:-1], links[rel]) is not None
 
 
-def freeze(src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000) -> list[Removed]:
-    """Copy ``src`` to the new folder ``dst`` as described above; the entries dropped."""
+def freeze(
+    src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000, inside: str = INSIDE
+) -> list[Removed]:
+    """Copy ``src`` (seen at ``inside``) to the new folder ``dst`` as described above; the
+    entries dropped."""
     removed: list[Removed] = []
     links: dict[str, str] = {}
     total = files = 0
@@ -127,10 +135,10 @@ def freeze(src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000) ->
             os.chmod(out_dir / name, stat.S_IMODE(st.st_mode) & 0o777)
     for rel in sorted(links):
         target = links[rel]
-        if resolves_inside(rel, links):
+        if resolves_inside(rel, links, inside):
             os.symlink(target, dst / rel)
         else:
-            removed.append(Removed(rel, f"symlink leaves /app (-> {target})"))
+            removed.append(Removed(rel, f"symlink leaves {inside} (-> {target})"))
     return removed
 
 

@@ -396,6 +396,11 @@ class HarborEngine:
                 "agent": res.get("agent_info"),
             },
         }
+        # what the bwrap environment left out of the verifier's copies (the local engine's key)
+        grading = _json(trial / "rsiframe-grading.json")
+        for key in ("app_removed", "agent_logs_removed"):
+            if grading.get(key):
+                trajectory[key] = grading[key]
         seconds = _seconds(
             {"started_at": res.get("started_at"), "finished_at": res.get("finished_at")}
         )

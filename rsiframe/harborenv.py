@@ -5,7 +5,8 @@ from its own venv (``$RSIFRAME_CACHE_DIR/harbor/harbor-<version>``), created on 
 use (about 1.5 minutes, 426 MB) or by ``make harbor``. When rsiframe itself runs on >= 3.12
 with that Harbor installed, its own interpreter is used. The plug-ins Harbor loads by
 import path (:mod:`rsiframe.inharbor`) are staged into a folder of their own and put on
-``PYTHONPATH``, so Harbor's process imports them and nothing else of rsiframe.
+``PYTHONPATH``, so Harbor's process imports them and nothing else of rsiframe (but the
+two standard-library leaves staged with them, ``STAGED_LEAVES``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from rsiframe.errors import EngineUnavailable
 HARBOR_VERSION = "0.25.0"
 PLUGIN_PACKAGE = "rsiframe_inharbor"
 PLUGIN_FILES = ("environment.py", "agent.py")
+#: leaves of rsiframe staged beside them (standard library only, importing each other
+#: relatively): the verifier phase's copy of the work folder (``appcopy``) and what it reads
+#: files with (``safefile``), the same code the local engine runs
+STAGED_LEAVES = ("appcopy.py", "safefile.py")
 _READY = ".rsiframe-ready"
 
 
@@ -116,8 +121,9 @@ def _create(venv: Path, say: Callable[[str], None]) -> Path:
 
 
 def plugin_sources() -> dict[str, bytes]:
-    here = Path(__file__).parent / "inharbor"
-    return {name: (here / name).read_bytes() for name in PLUGIN_FILES}
+    here = Path(__file__).parent
+    plugins = {name: (here / "inharbor" / name).read_bytes() for name in PLUGIN_FILES}
+    return plugins | {name: (here / name).read_bytes() for name in STAGED_LEAVES}
 
 
 def plugin_digest() -> str:
