@@ -710,6 +710,7 @@ SCENARIOS: dict[str, Scenario] = {
 # the security review's scenarios (issue 10) live in their own module, which adds them to
 # SCENARIOS when it is imported; imported last, as they build on the helpers above
 import rsiframe.selftest.hostile  # noqa: E402, F401
+from rsiframe.selftest import task_hacks  # noqa: E402, F401  (issue 20: hacks of a verifier)
 from rsiframe.selftest.saboteur import SABOTEUR_SCENARIOS  # noqa: E402
 
 SCENARIOS.update(SABOTEUR_SCENARIOS)
