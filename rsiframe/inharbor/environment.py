@@ -20,8 +20,8 @@ standard library only), never rsiframe. Every ``exec`` is one bubblewrap call:
   ``/logs/agent`` (``appcopy.freeze``: links that leave them removed, hard links to files
   outside broken, special files and set-uid bits dropped, size capped at ``app_mb``; what
   was removed is recorded in the trial's ``rsiframe-grading.json``), fresh ``/tmp``,
-  ``/root``, ``/home``, and nothing else the agent wrote (its ``usercustomize``, its
-  dotfiles); ``/tests`` and ``/logs/verifier`` are fresh host folders, and the system
+  ``/root``, ``/home``, and nothing else the agent (or a ``RUN`` line) wrote outside the
+  system folders; ``/tests`` and ``/logs/verifier`` are fresh host folders, and the system
   overlays drop the agent's layer (only the set-up layer stays), so nothing the agent wrote
   or linked can become its reward or change the tools the verifier runs.
 - set-up: with ``run_dockerfile`` the ``RUN`` lines of ``environment/Dockerfile`` run as
