@@ -6,7 +6,7 @@ use (about 1.5 minutes, 426 MB) or by ``make harbor``. When rsiframe itself runs
 with that Harbor installed, its own interpreter is used. The plug-ins Harbor loads by
 import path (:mod:`rsiframe.inharbor`) are staged into a folder of their own and put on
 ``PYTHONPATH``, so Harbor's process imports them and nothing else of rsiframe (but the
-two standard-library leaves staged with them, ``STAGED_LEAVES``).
+standard-library leaf staged with them, ``STAGED_LEAVES``).
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from rsiframe.errors import EngineUnavailable
 HARBOR_VERSION = "0.25.0"
 PLUGIN_PACKAGE = "rsiframe_inharbor"
 PLUGIN_FILES = ("environment.py", "agent.py")
-#: leaves of rsiframe staged beside them (standard library only, importing each other
-#: relatively): the verifier phase's copy of the work folder (``appcopy``) and what it reads
-#: files with (``safefile``), the same code the local engine runs
-STAGED_LEAVES = ("appcopy.py", "safefile.py")
+#: leaves of rsiframe staged beside them (standard library only): the verifier phase's copy
+#: of the work folder, the same code the local engine runs
+STAGED_LEAVES = ("appcopy.py",)
 _READY = ".rsiframe-ready"
 
 

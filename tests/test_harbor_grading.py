@@ -134,7 +134,6 @@ def test_the_staged_plugins_import_nothing_of_rsiframe(tmp_path: Path) -> None:
         "agent.py",
         "appcopy.py",
         "environment.py",
-        "safefile.py",
     ]
 
 

@@ -1,8 +1,8 @@
 """Harbor's ``bwrap`` environment: a trial in bubblewrap with overlays over the system.
 
 Runs inside Harbor's own process (Python 3.12, ``harbor`` importable); it imports only
-the standard library, Harbor and the two leaves staged beside it (``appcopy``, ``safefile``:
-standard library only), never rsiframe. Every ``exec`` is one bubblewrap call:
+the standard library, Harbor and ``appcopy`` (staged beside it; standard library only),
+never rsiframe. Every ``exec`` is one bubblewrap call:
 
 - ``/`` is the trial's own folder (``fs/``), so files persist between calls like in a
   container; ``/usr``, ``/etc``, ``/var``, ``/opt`` are overlays of the host's folders
