@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from rsiframe import appcopy
 from rsiframe.digest import sha256_bytes
 from rsiframe.errors import EngineUnavailable
 
@@ -29,8 +30,8 @@ HARBOR_VERSION = "0.25.0"
 PLUGIN_PACKAGE = "rsiframe_inharbor"
 PLUGIN_FILES = ("environment.py", "agent.py")
 #: leaves of rsiframe staged beside them (standard library only): the verifier phase's copy
-#: of the work folder, the same code the local engine runs
-STAGED_LEAVES = ("appcopy.py",)
+#: of the work folder, the same code the local engine runs (found by import, wherever it is)
+STAGED_LEAVES = (appcopy,)
 _READY = ".rsiframe-ready"
 
 
@@ -122,7 +123,8 @@ def _create(venv: Path, say: Callable[[str], None]) -> Path:
 def plugin_sources() -> dict[str, bytes]:
     here = Path(__file__).parent
     plugins = {name: (here / "inharbor" / name).read_bytes() for name in PLUGIN_FILES}
-    return plugins | {name: (here / name).read_bytes() for name in STAGED_LEAVES}
+    leaves = [Path(str(m.__file__)) for m in STAGED_LEAVES]
+    return plugins | {f.name: f.read_bytes() for f in leaves}
 
 
 def plugin_digest() -> str:
