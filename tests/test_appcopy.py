@@ -64,3 +64,32 @@ def test_an_app_past_its_limit_stops_the_copy(tmp_path: Path) -> None:
     (src / "big").write_bytes(b"x" * 5000)
     with pytest.raises(AppTooLarge, match="/app grew past"):
         freeze(src, tmp_path / "dst", max_bytes=4096)
+
+
+def test_appcopy_imports_only_the_standard_library() -> None:
+    """It is staged beside Harbor's plug-ins, where nothing of rsiframe can be imported."""
+    import ast
+    import sys
+
+    import rsiframe.sandbox.appcopy as appcopy
+
+    tree = ast.parse(Path(appcopy.__file__).read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module or "." for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert {x.split(".")[0] for x in names} <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_a_file_swapped_for_a_link_or_a_fifo_is_never_opened(tmp_path: Path) -> None:
+    from rsiframe.sandbox.appcopy import _open_regular, _Swapped
+
+    os.symlink("/etc/hostname", tmp_path / "link")
+    os.mkfifo(tmp_path / "fifo")  # O_NONBLOCK: the open cannot hang on it
+    (tmp_path / "file").write_text("x")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in ("link", "fifo"):
+            with pytest.raises(_Swapped):
+                _open_regular(name, fd)
+        os.close(_open_regular("file", fd))
+    finally:
+        os.close(fd)

@@ -200,9 +200,12 @@ def test_staged_files_import_only_what_is_staged_with_them() -> None:
     ]
     # the task audit's hacking agent is copied into a candidate and run as its agent
     assert closure([REPO / "rsiframe/evaluators/hackagent.py"]) == set()
-    # Harbor's process imports the plug-ins and nothing else of rsiframe
+    # Harbor's process imports the plug-ins and nothing else of rsiframe: their own package
+    # (``from .appcopy import``, staged beside them) and appcopy, standard library only
+    plugins = "rsiframe.evaluators.harbor.plugins"
     for p in (REPO / "rsiframe/evaluators/harbor/plugins").glob("*.py"):
-        assert closure([p]) == set(), p.name
+        assert closure([p]) <= {plugins}, p.name
+    assert closure([REPO / "rsiframe/sandbox/appcopy.py"]) == set()
 
 
 def test_the_recipe_schema_imports_only_schema() -> None:

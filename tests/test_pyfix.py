@@ -82,7 +82,7 @@ def test_seed_agent_solves_a_task_through_the_gateway_with_scripted_tool_calls(
     srv = ServerThread(stub.app).start()
     model = ModelSpec.model_validate({"base_url": srv.url, "model": "stub-model"})
     gw = Gateway({"default": model}, Ledger(tmp_path / "gw"), environ={}).start()
-    app, logs = tmp_path / "app", tmp_path / "logs"
+    app = tmp_path / "app"
     shutil.copytree(task / "environment", app, ignore=shutil.ignore_patterns("Dockerfile"))
     env = {
         **os.environ,
@@ -107,9 +107,6 @@ def test_seed_agent_solves_a_task_through_the_gateway_with_scripted_tool_calls(
     assert stub.stats.requests == 3  # read, write, finish
     assert stub.requests[1]["messages"][-1]["role"] == "tool"  # the file went back
     assert "while b:" in stub.requests[1]["messages"][-1]["content"]
-    verifier_env = {**env, "RSI_LOGS": str(logs), "RSI_TESTS": str(task / "tests")}
-    subprocess.run(
-        ["bash", str(task / "tests" / "test.sh")], env=verifier_env, check=True, capture_output=True
-    )
-    assert (logs / "verifier" / "reward.txt").read_text() == "1"
+    # the task's own verifier, in the sandbox it needs (it runs no agent code outside one)
+    assert gen.score(task, (app / "gcd.py").read_text()) == "1"
     assert gw.ledger.totals.calls == 3

@@ -6,8 +6,9 @@ verifier phase gets only that copy. The copy walks the agent's folder by directo
 descriptors without following links, so nothing the agent (or a process it left behind)
 does during the copy can redirect it:
 
-- regular files are copied by content (:mod:`rsiframe.util.safefile`), which also breaks hard
-  links to files elsewhere; the executable bit is kept, set-uid/set-gid bits are not;
+- regular files are copied by content (opened as :mod:`rsiframe.safefile` opens them),
+  which also breaks hard links to files elsewhere; the executable bit is kept,
+  set-uid/set-gid bits are not;
 - a symlink is kept only when it resolves inside ``/app`` (through the tree's other
   links, as the kernel would); one that leaves it (``/tests/...``, ``../tests/...``,
   ``/logs/verifier``, a host path) is dropped;
@@ -15,17 +16,21 @@ does during the copy can redirect it:
 - past ``max_bytes`` (or ``max_files``) the copy stops: the task ends with that reason.
 
 Every dropped entry comes back as a :class:`Removed` for the trial's evidence.
+
+Standard library only, importing nothing of rsiframe (its one file check is
+:mod:`rsiframe.safefile`'s rule, spelled out in :func:`_open_regular`): the file is staged
+beside Harbor's plug-ins (:mod:`rsiframe.harborenv`), where the ``bwrap`` environment makes
+the same copy for Harbor's verifier phase.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-from rsiframe.util.safefile import UnsafeFile, open_regular
 
 #: the path the agent and the verifier see the copied folder at
 INSIDE = "/app"
@@ -45,17 +50,38 @@ class AppTooLarge(Exception):
     """The agent's /app is past the task's limit; the message says by how much."""
 
 
-def resolves_inside(rel: str, links: dict[str, str]) -> bool:
+class _Swapped(OSError):
+    """A file listed as regular was something else when opened (a link, a FIFO, ...)."""
+
+
+def _open_regular(name: str, dir_fd: int) -> int:
+    """``name`` opened for reading only if it is a regular file: never through a link
+    (``O_NOFOLLOW``), never blocking on a FIFO (``O_NONBLOCK``), checked with ``fstat``."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Swapped(f"{name} is a symlink") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _Swapped(f"{name} is not a regular file")
+    return fd
+
+
+def resolves_inside(rel: str, links: dict[str, str], inside: str = INSIDE) -> bool:
     """Whether the link at ``rel`` (relative to the app root) resolves inside the root,
-    following the other ``links`` of the tree (``{relative path: target}``)."""
+    following the other ``links`` of the tree (``{relative path: target}``); ``inside`` is
+    where the root is seen (absolute targets under it stay inside)."""
     hops = 0
 
     def walk(start: list[str], target: str) -> list[str] | None:
         nonlocal hops
         if target.startswith("/"):
-            if target != INSIDE and not target.startswith(INSIDE + "/"):
+            if target != inside and not target.startswith(inside + "/"):
                 return None
-            start, target = [], target[len(INSIDE) :].lstrip("/")
+            start, target = [], target[len(inside) :].lstrip("/")
         parts = list(start)
         for comp in target.split("/"):
             if comp in ("", "."):
@@ -80,8 +106,11 @@ def resolves_inside(rel: str, links: dict[str, str]) -> bool:
     return walk(rel.split("/")[:-1], links[rel]) is not None
 
 
-def freeze(src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000) -> list[Removed]:
-    """Copy ``src`` to the new folder ``dst`` as described above; the entries dropped."""
+def freeze(
+    src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000, inside: str = INSIDE
+) -> list[Removed]:
+    """Copy ``src`` (seen at ``inside``) to the new folder ``dst`` as described above; the
+    entries dropped."""
     removed: list[Removed] = []
     links: dict[str, str] = {}
     total = files = 0
@@ -111,8 +140,8 @@ def freeze(src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000) ->
                 removed.append(Removed(rel, f"not a regular file (mode {st.st_mode:o})"))
                 continue
             try:
-                fd = open_regular(name, dir_fd=dfd)
-            except UnsafeFile as exc:  # swapped for something else during the copy
+                fd = _open_regular(name, dfd)
+            except _Swapped as exc:  # swapped for something else during the copy
                 removed.append(Removed(rel, f"changed during the copy: {exc}"))
                 continue
             except OSError as exc:  # gone, or made unreadable by the agent
@@ -127,10 +156,10 @@ def freeze(src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000) ->
             os.chmod(out_dir / name, stat.S_IMODE(st.st_mode) & 0o777)
     for rel in sorted(links):
         target = links[rel]
-        if resolves_inside(rel, links):
+        if resolves_inside(rel, links, inside):
             os.symlink(target, dst / rel)
         else:
-            removed.append(Removed(rel, f"symlink leaves /app (-> {target})"))
+            removed.append(Removed(rel, f"symlink leaves {inside} (-> {target})"))
     return removed
 
 

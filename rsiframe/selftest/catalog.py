@@ -8,10 +8,12 @@ from rsiframe.selftest.common import Scenario
 from rsiframe.selftest.hostile import HOSTILE_SCENARIOS
 from rsiframe.selftest.saboteur import SABOTEUR_SCENARIOS
 from rsiframe.selftest.scenarios import CORE_SCENARIOS
+from rsiframe.selftest.task_hacks import TASK_HACK_SCENARIOS
 
 SCENARIOS: dict[str, Scenario] = {
     **CORE_SCENARIOS,
     **BUILD_SCENARIOS,
     **HOSTILE_SCENARIOS,
     **SABOTEUR_SCENARIOS,
+    **TASK_HACK_SCENARIOS,
 }

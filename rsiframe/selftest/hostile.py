@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import site
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -124,6 +125,13 @@ def linked_answer(t: Trial) -> list[str]:
     """The agent links its answer file to the tests (/tests, ../tests, hard, a late process)."""
     variant = t.rng.choice(["absolute", "relative", "hard", "late"])
     exp, res = attack(t, {"mode": "link_answer", "variant": variant})
+    return linked_answer_problems(exp, res, variant)
+
+
+def linked_answer_problems(
+    exp: Experiment, res: subprocess.CompletedProcess[str], variant: str
+) -> list[str]:
+    """The run of a linking agent: every certified trial of it names what was removed."""
     problems, ok = check_exit(res, "run")
     if not ok:
         return problems

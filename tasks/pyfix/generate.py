@@ -3,16 +3,15 @@
 
 ``python3 tasks/pyfix/generate.py`` rewrites every task folder byte-identically from
 ``specs.py`` (no randomness); ``--check`` also runs each task's verifier against its
-starting code (must score 0) and its reference solution (must score 1).
+starting code (must score 0) and its reference solution (must score 1), in rsiframe's
+bubblewrap sandbox (so ``--check`` needs rsiframe installed and bubblewrap).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -110,21 +109,32 @@ def _jsonable(value: object) -> object:
 
 
 def score(task: Path, module_text: str) -> str:
-    """Run the task's verifier on ``module_text`` as the agent's module; return the reward."""
+    """Run the task's verifier on ``module_text`` as the agent's module; return the reward.
+
+    In rsiframe's bubblewrap sandbox, laid out as the local engine lays out a verifier
+    (``/app``, ``/tests`` read-only, ``/logs/verifier``): the verifier runs no agent code
+    anywhere else (see ``verifier/check.py``), so this needs rsiframe and bubblewrap.
+    """
+    from rsiframe.sandbox.bwrap import BwrapSandbox, Mount
+
     with tempfile.TemporaryDirectory() as tmp:
-        app, logs = Path(tmp, "app"), Path(tmp, "logs")
+        app, logs, tests = Path(tmp, "app"), Path(tmp, "logs"), Path(tmp, "tests")
+        (logs / "verifier").mkdir(parents=True)
         app.mkdir()
-        spec = json.loads((task / "tests" / "cases.json").read_text())
+        shutil.copytree(task / "tests", tests)
+        spec = json.loads((tests / "cases.json").read_text())
         (app / f"{spec['module']}.py").write_text(module_text)
-        env = {
-            **os.environ,
-            "RSI_APP": str(app),
-            "RSI_LOGS": str(logs),
-            "RSI_TESTS": str(task / "tests"),
-        }
-        subprocess.run(
-            ["bash", str(task / "tests" / "test.sh")], env=env, check=True, capture_output=True
+        mounts = [
+            Mount(app, "/app", writable=True),
+            Mount(tests, "/tests"),
+            Mount(logs / "verifier", "/logs/verifier", writable=True),
+        ]
+        env = {"RSI_APP": "/app", "RSI_TESTS": "/tests", "RSI_LOGS": "/logs"}
+        res = BwrapSandbox().run(
+            ["bash", "/tests/test.sh"], mounts=mounts, cwd=mounts[0], env=env, timeout=120
         )
+        if not res.ok:
+            raise RuntimeError(f"{task.name}: test.sh failed: {res.stderr[-300:]!r}")
         return (logs / "verifier" / "reward.txt").read_text()
 
 

@@ -39,20 +39,24 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from rsiframe import __version__
 from rsiframe.certs.keys import key_dir
+from rsiframe.evaluators.base import (
+    EvaluationOutput,
+    HarnessEndpoint,
+    ModelEndpoints,
+    TaskRun,
+    gateway_endpoint,
+)
 from rsiframe.evaluators.harbor import venv as harborenv
 from rsiframe.recipe.evaluator import HarborEngineConfig
 from rsiframe.sandbox.bwrap import host_secrets
 from rsiframe.tasks.taskset import Task
 from rsiframe.util.digest import sha256_bytes, sha256_json
-
-if TYPE_CHECKING:
-    from rsiframe.evaluators.base import EvaluationOutput, HarnessEndpoint, ModelEndpoints, TaskRun
 
 TAIL = 4000
 
@@ -212,8 +216,6 @@ class HarborEngine:
     ) -> EvaluationOutput:
         """Run ``tasks`` as one Harbor job; each trial's outcome goes to ``on_done`` as it
         finishes, and the job folder becomes evidence."""
-        from rsiframe.evaluators.base import EvaluationOutput, gateway_endpoint
-
         # a model name without models: is Harbor's own business (no gateway hook then)
         ep = gateway_endpoint(self.config.model, model_endpoint) if model_endpoint else None
 
@@ -293,8 +295,6 @@ class HarborEngine:
         return self._proc.returncode
 
     def _trial_run(self, trial: Path, by_path: dict[str, Task]) -> tuple[TaskRun, dict[str, bytes]]:
-        from rsiframe.evaluators.base import TaskRun
-
         res = json.loads((trial / "result.json").read_text())
         path = str(Path((res.get("task_id") or {}).get("path") or "").resolve())
         task = by_path.get(path)
@@ -356,6 +356,11 @@ class HarborEngine:
                 "agent": res.get("agent_info"),
             },
         }
+        # what the bwrap environment left out of the verifier's copies (the local engine's key)
+        grading = _json(trial / "rsiframe-grading.json")
+        for key in ("app_removed", "agent_logs_removed"):
+            if grading.get(key):
+                trajectory[key] = grading[key]
         seconds = _seconds(
             {"started_at": res.get("started_at"), "finished_at": res.get("finished_at")}
         )

@@ -5,7 +5,8 @@ from its own venv (``$RSIFRAME_CACHE_DIR/harbor/harbor-<version>``), created on 
 use (about 1.5 minutes, 426 MB) or by ``make harbor``. When rsiframe itself runs on >= 3.12
 with that Harbor installed, its own interpreter is used. The plug-ins Harbor loads by import
 path (:mod:`rsiframe.evaluators.harbor.plugins`) are staged into a folder of their own and
-put on ``PYTHONPATH``, so Harbor's process imports them and nothing else of rsiframe.
+put on ``PYTHONPATH``, so Harbor's process imports them and nothing else of rsiframe (but the
+standard-library leaf staged with them, ``STAGED_LEAVES``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rsiframe.errors import EngineUnavailable
+from rsiframe.sandbox import appcopy
 from rsiframe.util.digest import sha256_bytes
 
 HARBOR_VERSION = "0.25.0"
 PLUGIN_PACKAGE = "rsiframe_inharbor"
 PLUGIN_FILES = ("environment.py", "agent.py")
+#: leaves of rsiframe staged beside them (standard library only): the verifier phase's copy
+#: of the work folder, the same code the local engine runs (found by import, wherever it is)
+STAGED_LEAVES = (appcopy,)
 _READY = ".rsiframe-ready"
 
 
@@ -116,8 +121,10 @@ def _create(venv: Path, say: Callable[[str], None]) -> Path:
 
 
 def plugin_sources() -> dict[str, bytes]:
-    here = Path(__file__).parent / "plugins"
-    return {name: (here / name).read_bytes() for name in PLUGIN_FILES}
+    here = Path(__file__).parent
+    plugins = {name: (here / "plugins" / name).read_bytes() for name in PLUGIN_FILES}
+    leaves = [Path(str(m.__file__)) for m in STAGED_LEAVES]
+    return plugins | {f.name: f.read_bytes() for f in leaves}
 
 
 def plugin_digest() -> str:

@@ -1,7 +1,8 @@
 """Harbor's ``bwrap`` environment: a trial in bubblewrap with overlays over the system.
 
 Runs inside Harbor's own process (Python 3.12, ``harbor`` importable); it imports only
-the standard library and Harbor, never rsiframe. Every ``exec`` is one bubblewrap call:
+the standard library, Harbor and ``appcopy`` (staged beside it; standard library only),
+never rsiframe. Every ``exec`` is one bubblewrap call:
 
 - ``/`` is the trial's own folder (``fs/``), so files persist between calls like in a
   container; ``/usr``, ``/etc``, ``/var``, ``/opt`` are overlays of the host's folders
@@ -12,10 +13,17 @@ the standard library and Harbor, never rsiframe. Every ``exec`` is one bubblewra
 - a user namespace (``--unshare-user``; uid 1000, or namespace-local uid 0 when Harbor asks
   for ``root``) with ``--cap-drop ALL``, a pid namespace per call (whatever a command leaves
   running dies when it returns), no network unless the task's policy is public.
-- phases: the first upload to ``/tests`` starts grading. From then on ``/tests`` and
-  ``/logs/verifier`` are fresh host folders bound over whatever the agent left there, and
-  the system overlays drop the agent's layer (only the set-up layer stays), so nothing the
-  agent wrote can become its reward or change the tools the verifier runs.
+- phases: the first upload to ``/tests`` starts grading, as the local engine grades.
+  First every process of the agent phase is gone (none should outlive its ``exec``'s pid
+  namespace; any whose root is the trial's folder is killed and waited for). Then the
+  verifier gets a root of its own: a sanitised copy of the work folder and of
+  ``/logs/agent`` (``appcopy.freeze``: links that leave them removed, hard links to files
+  outside broken, special files and set-uid bits dropped, size capped at ``app_mb``; what
+  was removed is recorded in the trial's ``rsiframe-grading.json``), fresh ``/tmp``,
+  ``/root``, ``/home``, and nothing else the agent (or a ``RUN`` line) wrote outside the
+  system folders; ``/tests`` and ``/logs/verifier`` are fresh host folders, and the system
+  overlays drop the agent's layer (only the set-up layer stays), so nothing the agent wrote
+  or linked can become its reward or change the tools the verifier runs.
 - set-up: with ``run_dockerfile`` the ``RUN`` lines of ``environment/Dockerfile`` run as
   namespace-local root at start, into the set-up layer; by default the host's system stands
   in for the image, like rsiframe's ``local`` engine. The task's ``environment/`` files are
@@ -26,18 +34,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shlex
 import shutil
 import signal
+import stat
 import tarfile
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
+
+from .appcopy import AppTooLarge, freeze  # staged beside this module (standard library only)
 
 #: system folders shown as overlays (writable in the agent phase, into the trial's layer)
 OVERLAID = ("/usr", "/etc", "/var", "/opt")
@@ -46,6 +59,11 @@ FOLLOWED = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SKIP_ENV_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 AGENT_UID = 1000
+#: the verifier's root holds these fresh folders, the work folder's copy and /logs/agent's
+GRADE_DIRS = ("tmp", "root", "home", "logs/verifier", "logs/artifacts")
+GRADING_RECORD = "rsiframe-grading.json"
+#: how long the processes of the agent phase get to be gone once killed
+REAP_SECONDS = 10
 
 
 class BwrapEnvironment(BaseEnvironment):
@@ -67,6 +85,7 @@ class BwrapEnvironment(BaseEnvironment):
         run_dockerfile: bool = False,
         output_limit_bytes: int = 1 << 20,
         memory_mb: int | None = None,
+        app_mb: int = 1024,
         **kwargs: Any,
     ) -> None:
         self._bwrap = bwrap
@@ -77,6 +96,7 @@ class BwrapEnvironment(BaseEnvironment):
         self._run_dockerfile = run_dockerfile in (True, "true", "True", "1")
         self._output_limit = int(output_limit_bytes)
         self._memory_mb = int(memory_mb) if memory_mb else None
+        self._app_cap = int(app_mb) << 20
         self._root = Path(tempfile.mkdtemp(prefix="rsiframe-hb-"))
         self._grading = False
         self._overlays = os.geteuid() == 0 and shutil.which("unshare") is not None
@@ -179,7 +199,7 @@ class BwrapEnvironment(BaseEnvironment):
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         if target_dir.rstrip("/") == "/tests":
-            self._start_grading()
+            await self._start_grading()
             shutil.copytree(source_dir, self._root / "tests", symlinks=True, dirs_exist_ok=True)
             return
         t = shlex.quote(target_dir)
@@ -194,7 +214,7 @@ class BwrapEnvironment(BaseEnvironment):
                 env={"SRC": f"/{name}"}, extra=[("--ro-bind", str(source), f"/{name}")],
             )  # fmt: skip
         finally:
-            point = self._root / "fs" / name
+            point = self._fs / name
             if point.is_dir() and not point.is_symlink():
                 point.rmdir()
             elif point.exists() or point.is_symlink():
@@ -221,17 +241,64 @@ class BwrapEnvironment(BaseEnvironment):
 
     # -- the sandbox ------------------------------------------------------------------
 
-    def _start_grading(self) -> None:
-        """Grading starts: fresh /tests and /logs/verifier, the agent's layer dropped."""
+    @property
+    def _fs(self) -> Path:
+        """The folder bound at ``/``: the trial's own, or from grading on the verifier's."""
+        return self._root / ("grade-fs" if self._grading else "fs")
+
+    async def _start_grading(self) -> None:
+        """Grading starts (see the module doc): the agent phase's processes gone, the
+        verifier's own root, fresh /tests and /logs/verifier, the agent's layer dropped."""
+        if not self._grading:
+            await self._end_agent_processes()
+            removed = self._grade_root()
+            record = {"workdir": self._workdir, **removed}
+            path = Path(self.trial_paths.trial_dir) / GRADING_RECORD
+            path.write_text(json.dumps(record, indent=1))
         self._grading = True
         for d in ("tests", "verifier"):
             shutil.rmtree(self._root / d, ignore_errors=True)
             (self._root / d).mkdir()
 
+    async def _end_agent_processes(self) -> None:
+        """Kill every process whose root is the trial's folder and wait until none is left;
+        raises (the trial fails, no reward) if one outlives ``REAP_SECONDS``."""
+        fs = os.stat(self._root / "fs")
+        deadline = time.monotonic() + REAP_SECONDS
+        while left := _rooted_at(fs.st_dev, fs.st_ino):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"processes of the agent phase would not end: {left[:5]}")
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            await asyncio.sleep(0.05)
+
+    def _grade_root(self) -> dict[str, list[dict[str, str]]]:
+        """The verifier's root: fresh folders, and sanitised copies of the work folder and
+        of ``/logs/agent``; what the copies left out, by folder."""
+        fs, grade = self._root / "fs", self._root / "grade-fs"
+        for d in GRADE_DIRS:
+            (grade / d).mkdir(parents=True, exist_ok=True)
+        os.chmod(grade / "tmp", 0o1777)
+        removed = {}
+        for key, inside in (("app_removed", self._workdir), ("agent_logs_removed", "/logs/agent")):
+            rel = inside.strip("/")
+            (grade / rel).parent.mkdir(parents=True, exist_ok=True)
+            if not _real_folder(fs, rel):  # a link (or a file) where the folder was
+                (grade / rel).mkdir()
+                removed[key] = [{"path": ".", "reason": f"{inside} is not a folder"}]
+                continue
+            try:
+                kept_out = freeze(fs / rel, grade / rel, max_bytes=self._app_cap, inside=inside)
+            except AppTooLarge as exc:
+                raise RuntimeError(f"agent exceeded a limit: {exc}") from None
+            removed[key] = [r.as_dict() for r in kept_out]
+        return removed
+
     def _sanitize(self) -> None:
         """Every mount point under the trial's ``/`` is a real folder again: a link the
         agent put there would redirect a mount (lstat and unlink, never followed)."""
-        fs = self._root / "fs"
+        fs = self._fs
         names = [*OVERLAID, *FOLLOWED, "/proc", "/dev", "/candidate", "/tests", "/logs"]
         for name in [*names, *self._ro_binds, "/logs/verifier"]:
             parts = Path(name).parts[1:]
@@ -256,7 +323,7 @@ class BwrapEnvironment(BaseEnvironment):
         env: dict[str, str],
         extra: list[tuple[str, str, str]],
     ) -> list[str]:
-        fs = self._root / "fs"
+        fs = self._fs
         args = [self._bwrap, "--unshare-all", "--unshare-user", "--die-with-parent"]
         args += ["--new-session", "--cap-drop", "ALL", "--uid", str(user), "--gid", str(user)]
         if not self._network_disabled:
@@ -427,6 +494,33 @@ class _Result(ExecResult):
 def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _rooted_at(dev: int, ino: int) -> list[int]:
+    """Processes of this host whose root folder is (``dev``, ``ino``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            st = os.stat(f"/proc/{entry}/root")
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                found.append(int(entry))
+    return found
+
+
+def _real_folder(base: Path, rel: str) -> bool:
+    """Whether every component of ``rel`` under ``base`` is a folder, none a link."""
+    here = base
+    for part in Path(rel).parts:
+        here = here / part
+        try:
+            mode = os.lstat(here).st_mode
+        except OSError:
+            return False
+        if not stat.S_ISDIR(mode):
+            return False
+    return True
 
 
 def _read(f: Any, limit: int | None) -> bytes:
