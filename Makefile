@@ -35,6 +35,8 @@ bench: setup sandbox
 lint: setup
 	$(BIN)/ruff check rsiframe operators viewer tests bench tasks
 	$(BIN)/ruff format --check rsiframe operators viewer tests bench
+	$(BIN)/mypy rsiframe operators viewer
+	$(BIN)/python scripts/check_functions.py
 
 setup: $(VENV)/.installed
 

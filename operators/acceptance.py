@@ -58,6 +58,7 @@ class PairedTest(GateOperator):
 
     name = "paired_test"
     Config = PairedTestConfig
+    config: PairedTestConfig
     grants: ClassVar[frozenset[str]] = frozenset({"rewards:gate"})
 
     def gate(self, ctx: GateContext) -> GateDecision:

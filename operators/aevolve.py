@@ -31,6 +31,7 @@ class Rollback(SelectOperator):
 
     name = "rollback"
     Config = RollbackConfig
+    config: RollbackConfig
 
     def select(self, ctx: SelectContext) -> Selection:
         rows = [(ctx.run.score(c.id, "gate"), i, c) for i, c in enumerate(ctx.run.admitted())]

@@ -120,6 +120,7 @@ class AheSelect(SelectOperator):
 
     name = "ahe"
     Config = AheConfig
+    config: AheConfig
 
     def select(self, ctx: SelectContext) -> Selection:
         run = ctx.run
@@ -155,6 +156,7 @@ class AheLessons(ReflectOperator):
 
     name = "ahe_lessons"
     Config = AheLessonsConfig
+    config: AheLessonsConfig
 
     def reflect(self, ctx: ReflectContext) -> Reflection:
         lines = ctx.previous.splitlines()

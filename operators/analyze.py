@@ -25,6 +25,7 @@ class Failures(AnalyzeOperator):
 
     name = "failures"
     Config = FailuresConfig
+    config: FailuresConfig
 
     def analyze(self, ctx: AnalyzeContext) -> Analysis:
         rows = ctx.rollout.trajectories

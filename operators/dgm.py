@@ -69,6 +69,7 @@ class ScoreChildProp(SelectOperator):
 
     name = "score_child_prop"
     Config = ScoreChildPropConfig
+    config: ScoreChildPropConfig
 
     def select(self, ctx: SelectContext) -> Selection:
         admitted: list[CandidateView] = ctx.run.admitted()

@@ -24,6 +24,7 @@ class ImprovesParent(GateOperator):
 
     name = "improves_parent"
     Config = ImprovesParentConfig
+    config: ImprovesParentConfig
 
     def gate(self, ctx: GateContext) -> GateDecision:
         child = _gate_score(ctx, ctx.candidate.id)
@@ -46,6 +47,7 @@ class Threshold(GateOperator):
 
     name = "threshold"
     Config = ThresholdConfig
+    config: ThresholdConfig
 
     def gate(self, ctx: GateContext) -> GateDecision:
         score = _gate_score(ctx, ctx.candidate.id)

@@ -83,6 +83,7 @@ class Pareto(SelectOperator):
 
     name = "pareto"
     Config = ParetoConfig
+    config: ParetoConfig
 
     def select(self, ctx: SelectContext) -> Selection:
         matrix = train_matrix(ctx.run)

@@ -118,6 +118,7 @@ class Islands(SelectOperator):
 
     name = "islands"
     Config = IslandsConfig
+    config: IslandsConfig
 
     def cell(self, run: RunView, cid: str) -> tuple[int, ...]:
         return tuple(f.bin(f.value(run, cid)) for f in self.config.features)

@@ -171,6 +171,7 @@ class Knobs(MutateOperator):
 
     name = "knobs"
     Config = KnobsConfig
+    config: KnobsConfig
 
     def space(self, ctx: MutateContext) -> list[KnobSpec]:
         knobs = list(self.config.knobs)

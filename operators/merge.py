@@ -55,14 +55,17 @@ class ThreeWay(MergeOperator):
 
     name = "three_way"
     Config = ThreeWayConfig
+    config: ThreeWayConfig
 
     def merge(self, ctx: MergeContext) -> MergePlan:
-        cfg: ThreeWayConfig = self.config  # type: ignore[assignment]
+        cfg: ThreeWayConfig = self.config
         found = partners(ctx.run, ctx.first.id)
         if not found:
             return MergePlan(partner=None, reason="no admitted candidate outside its lineage")
         second = found[0]
-        better = "second" if _train(ctx.run, second.id) > _train(ctx.run, ctx.first.id) else "first"
+        better: Literal["first", "second"] = (
+            "second" if _train(ctx.run, second.id) > _train(ctx.run, ctx.first.id) else "first"
+        )
 
         def side(s: Side) -> Literal["first", "second"]:
             return better if s == "better" else s

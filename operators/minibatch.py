@@ -25,13 +25,14 @@ class Minibatch(ValidateOperator):
 
     name = "minibatch"
     Config = MinibatchConfig
+    config: MinibatchConfig
 
     def max_task_runs(self, train: int) -> int:
-        cfg: MinibatchConfig = self.config  # type: ignore[assignment]
+        cfg: MinibatchConfig = self.config
         return min(cfg.size, train)
 
     def validate(self, ctx: ValidateContext) -> Check:
-        cfg: MinibatchConfig = self.config  # type: ignore[assignment]
+        cfg: MinibatchConfig = self.config
         if ctx.run_train is None:
             raise ValueError("minibatch needs the framework's run_train (not offered here)")
         parent = ctx.run.rewards(ctx.parent.id, "train")

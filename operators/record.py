@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rsiframe.api import Notes, RecordContext, RecordOperator
 
 
@@ -12,7 +14,7 @@ class NotesRecord(RecordOperator):
 
     def record(self, ctx: RecordContext) -> Notes:
         c, p = ctx.candidate, ctx.parent
-        notes = {
+        notes: dict[str, Any] = {
             "description": c.description,
             "changed_paths": sorted({ch["path"] for ch in ctx.changes}),
             "decision": ctx.decision.reason,

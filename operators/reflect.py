@@ -21,6 +21,7 @@ class Lessons(ReflectOperator):
 
     name = "lessons"
     Config = LessonsConfig
+    config: LessonsConfig
 
     def reflect(self, ctx: ReflectContext) -> Reflection:
         lines = ctx.previous.splitlines()

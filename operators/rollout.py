@@ -43,10 +43,11 @@ class LocalRollout(RolloutOperator):
 
     name = "local"
     Config = LocalRolloutConfig
+    config: LocalRolloutConfig
 
     def max_task_runs(self, train: int) -> int:
         # an admitted parent always has certified train trajectories to reuse
-        cfg: LocalRolloutConfig = self.config  # type: ignore[assignment]
+        cfg: LocalRolloutConfig = self.config
         return 0 if cfg.reuse_certified else min(cfg.max_tasks or train, train)
 
     def rollout(self, ctx: RolloutContext) -> Rollout:

@@ -141,17 +141,20 @@ class RoundRobin(MutateOperator):
 
     name = "round_robin"
     Config = RoundRobinConfig
+    config: RoundRobinConfig
 
     def __init__(self, config: BaseModel) -> None:
         super().__init__(config)
         from rsiframe.slots.registry import resolve
 
-        cfg: RoundRobinConfig = self.config  # type: ignore[assignment]
+        cfg: RoundRobinConfig = self.config
         inner = resolve("mutate", cfg.operator)
-        self.inner = inner(inner.Config.model_validate(cfg.config))
+        op = inner(inner.Config.model_validate(cfg.config))
+        assert isinstance(op, MutateOperator)  # resolve() checks the slot's base class
+        self.inner = op
 
     def mutate(self, ctx: MutateContext) -> Mutation:
-        cfg: RoundRobinConfig = self.config  # type: ignore[assignment]
+        cfg: RoundRobinConfig = self.config
         components = list(cfg.components) or _surface_files(ctx)
         if not components:
             raise ValueError("round_robin: the surface allows no file of the parent")

@@ -33,6 +33,7 @@ class Best(SelectOperator):
 
     name = "best"
     Config = BestConfig
+    config: BestConfig
 
     def select(self, ctx: SelectContext) -> Selection:
         rows = ranked(ctx.run)
@@ -51,6 +52,7 @@ class Tournament(SelectOperator):
 
     name = "tournament"
     Config = TournamentConfig
+    config: TournamentConfig
 
     def select(self, ctx: SelectContext) -> Selection:
         rows = ranked(ctx.run)
@@ -70,6 +72,7 @@ class EpsilonGreedy(SelectOperator):
 
     name = "epsilon_greedy"
     Config = EpsilonGreedyConfig
+    config: EpsilonGreedyConfig
 
     def select(self, ctx: SelectContext) -> Selection:
         rows = ranked(ctx.run)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -223,7 +224,7 @@ class RunView(Protocol):
         """A file from the candidate's committed tree."""
         ...
 
-    def trees(self) -> set[str]:
+    def trees(self) -> AbstractSet[str]:
         """Tree hashes of every committed candidate (for novelty)."""
         ...
 

@@ -107,7 +107,7 @@ class GatewayClient:
             err = data.get("error") if isinstance(data, dict) else None
             message = err.get("message") if isinstance(err, dict) else str(data)[:200]
             if isinstance(err, dict) and err.get("type") == "budget_exhausted":
-                raise BudgetExhausted(message, err.get("code"))
+                raise BudgetExhausted(str(message), err.get("code"))
             raise ModelError(f"model call failed (HTTP {r.status_code}): {message}")
         if not isinstance(data, dict):
             raise ModelError("the gateway answered with something other than a JSON object")

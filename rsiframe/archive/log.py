@@ -255,9 +255,10 @@ class Archive:
         return ev
 
     def _append(self, type_: str, data: dict[str, Any]) -> Event:
+        ts = round(time.time(), 6)
         record = {
             "seq": self._seq,
-            "ts": round(time.time(), 6),
+            "ts": ts,
             "type": type_,
             "data": data,
             "prev": self._prev,
@@ -281,7 +282,7 @@ class Archive:
             seq=self._seq,
             type=type_,
             data=data,
-            ts=record["ts"],
+            ts=ts,
             prev=self._prev,
             hash=digest,
             sig=sig,

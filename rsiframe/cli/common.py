@@ -56,7 +56,7 @@ def friendly(fn: F) -> F:
             click.echo("rsiframe: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps fn's signature
 
 
 def sigterm_as_interrupt() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import BaseModel
 from rich.table import Table
 
 from rsiframe.cli.common import (
@@ -343,10 +344,10 @@ def operators_describe(name: str, as_json: bool) -> None:
     from rsiframe.slots.registry import describe
 
     info, cls = describe(name)
-    fields = []
+    fields: list[dict[str, Any]] = []
     for fname, f in cls.Config.model_fields.items():
         default = None if f.is_required() else f.get_default(call_default_factory=True)
-        if hasattr(default, "model_dump"):  # a nested config model (e.g. network)
+        if isinstance(default, BaseModel):  # a nested config model (e.g. network)
             default = default.model_dump(mode="json")
         fields.append(
             {
@@ -392,9 +393,9 @@ def operators_describe(name: str, as_json: bool) -> None:
     table = Table()
     for col in ("field", "type", "default", "description"):
         table.add_column(col, overflow="fold")
-    for f in fields:
-        default = "(required)" if f["required"] else json.dumps(f["default"], default=str)
-        table.add_row(f["name"], f["type"], default, f["description"])
+    for row in fields:
+        default = "(required)" if row["required"] else json.dumps(row["default"], default=str)
+        table.add_row(row["name"], row["type"], default, row["description"])
     out.print(table)
 
 

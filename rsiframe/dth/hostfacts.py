@@ -110,7 +110,7 @@ def _torch() -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     if libs.is_dir():
         pattern = re.compile(r"lib(gomp|iomp5|omp|mkl\w*|openblas\w*|blis\w*)\.so")
         blas["bundled"] = sorted(
-            {m.group(1) for p in libs.iterdir() if (m := pattern.match(p.name))}
+            {hit.group(1) for p in libs.iterdir() if (hit := pattern.match(p.name))}
         )
     return build or None, blas or None
 

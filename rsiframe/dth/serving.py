@@ -172,9 +172,8 @@ class TransformersBackend:
     def context(self, key: str) -> int:
         model, _ = self._models[key]
         cfg = model.config
-        return int(
-            getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", 1024)
-        )
+        n = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
+        return int(n or 1024)
 
     def count(self, key: str, text: str) -> int:
         _, tok = self._models[key]
@@ -586,7 +585,7 @@ def _parse(body: dict[str, Any], chat: bool, limits: Limits) -> Request:
         prompts = [""]  # rendered by the backend's chat template
     else:
         prompt = body.get("prompt")
-        prompts = [prompt] if isinstance(prompt, str) else prompt
+        prompts = [prompt] if isinstance(prompt, str) else list(prompt or [])
         if (
             not isinstance(prompts, list)
             or not prompts
@@ -822,6 +821,7 @@ def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         timeout = IO_TIMEOUT_S  # an idle or slow connection does not hold its thread forever
+        _beats = 1  # interim responses sent (or due) for the request in hand
 
         def address_string(self) -> str:
             return "sandbox"

@@ -84,7 +84,7 @@ class Stages:
         stages: list[Stage] = []
         for i, spec in enumerate(specs, 1):
             ids = sorted(split.get(spec.split, []))
-            name = spec.split
+            name: str = spec.split
             if spec.tasks is not None and spec.tasks < len(ids):
                 random.Random(f"{random_seed}:stage{i}").shuffle(ids)
                 ids, name = sorted(ids[: spec.tasks]), f"{spec.split}@{i}"

@@ -21,6 +21,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rsiframe.archive import events as E
 from rsiframe.archive.log import Event
@@ -76,7 +77,7 @@ class Engine:
             self.repo,
             self.paths.root,
             gate_detail=r.information.gate_detail,
-            on_violation=lambda v: self.emit(E.InformationFlowViolation(**v)),
+            on_violation=self._violated,
         )
         ops = {
             slot: make_operator(cls, config, self._export_of)
@@ -146,6 +147,10 @@ class Engine:
         if self.models is not None:
             self.hooks.add_hook(Lifecycle.MODEL_TOKENS_SPENT, self.models.on_tokens_spent)
 
+    def _violated(self, violation: dict[str, Any]) -> None:
+        """An operator read beyond its view: recorded at once, even if it swallows the error."""
+        self.emit(E.InformationFlowViolation(**violation))
+
     def _export_of(self, cid: str) -> Path:
         """The verified export of a candidate's tree (a candidate-carried operator's code)."""
         return self.transaction.export(self.state.candidates[cid])
@@ -202,7 +207,11 @@ class Engine:
         exactly one thread appends and folds, whatever the candidates in flight.
         """
         if not self.inflight.on_writer():
-            self.inflight.post(lambda: self._append(event))
+
+            def append() -> None:
+                self._append(event)
+
+            self.inflight.post(append)
             return None
         return self._append(event)
 

@@ -74,7 +74,7 @@ def plan(
         split = make_split(
             sorted(taskset.tasks),
             lists=r.tasks.split.lists(),
-            ratios=r.tasks.split.ratios,
+            ratios=dict(r.tasks.split.ratios.items()) if r.tasks.split.ratios else None,
             seed=r.tasks.split.seed,
         )
     except TaskSetError as exc:  # a split problem is the recipe's: name its file and key

@@ -93,6 +93,8 @@ class Evaluator(Protocol):
     registry, :mod:`rsiframe.evaluators.registry`, builds it from its config)."""
 
     name: str
+    config: Any  # the engine's config model (recipe/evaluator.py)
+    builder: Any  # the D/T/H build of the candidate's model; None on engines that build none
 
     @property
     def isolation(self) -> str: ...
@@ -106,11 +108,21 @@ class Evaluator(Protocol):
 
     def record_part(self) -> dict[str, Any] | None: ...
 
+    def close(self) -> None:
+        """Stop what the engine started (its task pool, its model server)."""
+
     def run(
         self,
         candidate_dir: Path,
         tasks: list[Task],
         put: Put,
         on_done: Callable[[TaskRun], None] | None = None,
-        **hooks: Any,
-    ) -> EvaluationOutput: ...
+        *,
+        on_built: Callable[[dict[str, Any]], None] | None = None,
+        on_usage: Callable[[dict[str, int]], None] | None = None,
+        token_limit: int | None = None,
+        model_endpoint: ModelEndpoints | None = None,
+    ) -> EvaluationOutput:
+        """Run every task; ``on_built``, ``on_usage`` and ``token_limit`` reach a D/T/H
+        build and its model server, ``model_endpoint`` the run's gateway."""
+        ...

@@ -31,6 +31,8 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Iterator
+from typing import TextIO
 
 APP = os.environ.get("RSI_APP", "/app")
 LOGS = os.environ.get("RSI_LOGS", "/logs")
@@ -85,8 +87,8 @@ def write(path: str, data: bytes, mode: int = 0o644) -> None:
         print(f"cannot write {path}: {exc.strerror}", file=sys.stderr)
 
 
-def flood(stream: object, total: int, chunk: bytes) -> None:
-    out = stream.buffer  # type: ignore[attr-defined]
+def flood(stream: TextIO, total: int, chunk: bytes) -> None:
+    out = stream.buffer
     for _ in range(total // len(chunk)):
         out.write(chunk)
     out.flush()
@@ -433,15 +435,15 @@ def nonutf8(p: dict) -> None:
 
 #: never walked: the kernel's views, and the system and Python installation the sandbox
 #: shows read-only from the host (a task set does not live there)
-SKIP_ROOTS = ("/proc", "/sys", "/dev", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin")
-SKIP_ROOTS += ("/sbin", "/etc", "/var/lib", "/var/cache", "/snap", "/boot")
+SKIP_ROOTS: tuple[str, ...] = ("/proc", "/sys", "/dev", "/usr", "/lib", "/lib32", "/lib64")
+SKIP_ROOTS += ("/libx32", "/bin", "/sbin", "/etc", "/var/lib", "/var/cache", "/snap", "/boot")
 #: where the agent's own and the task's files live: compared line by line, not only whole
 LINE_ROOTS = ("/tmp", "/home", "/root", "/srv", "/mnt", "/tests", "/solution", "/oracle")
 MAX_LINE_FILE = 1 << 20
 PEEK_SECONDS = 30
 
 
-def _walk(root: str, skip: set[str], until: float):  # type: ignore[no-untyped-def]
+def _walk(root: str, skip: set[str], until: float) -> Iterator[str]:
     for dirpath, dirnames, filenames in os.walk(root):
         if time.monotonic() > until:  # a sandbox that shows the whole host: stop in time
             print(f"peek: stopped after {PEEK_SECONDS} s in {dirpath}", file=sys.stderr)

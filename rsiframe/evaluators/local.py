@@ -79,7 +79,7 @@ def _code_digest() -> str:
     from rsiframe.sandbox import bwrap as sandbox
 
     modules = (base, sandbox, cgroups, appcopy, build, contamination, serving, taskimage)
-    sources = [Path(__file__).read_bytes(), *(Path(m.__file__).read_bytes() for m in modules)]
+    sources = [Path(__file__).read_bytes(), *(Path(str(m.__file__)).read_bytes() for m in modules)]
     return sha256_bytes(b"\0".join(sources))
 
 

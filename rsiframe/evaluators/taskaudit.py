@@ -364,9 +364,9 @@ class _Judge:
                 what = f"the reference solution scores {got:g}{why}"
                 out.append(Finding(task=task, engine=engine, hack="oracle", what=what))
         for hack in taskhacks.HACK_NAMES[2:]:
-            what = self._hack_on(engine, task, hack, by_hack.get(hack, []), base)
-            if what:
-                out.append(Finding(task=task, engine=engine, hack=hack, what=what))
+            seen = self._hack_on(engine, task, hack, by_hack.get(hack, []), base)
+            if seen:
+                out.append(Finding(task=task, engine=engine, hack=hack, what=seen))
         return out
 
     def _hack_on(

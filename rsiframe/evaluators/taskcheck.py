@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rsiframe.errors import TaskSetError
-from rsiframe.evaluators.base import EvaluationOutput, Put, TaskRun
+from rsiframe.evaluators.base import EvaluationOutput, Evaluator, Put, TaskRun
 from rsiframe.evaluators.harbor.engine import HarborEngine
 from rsiframe.evaluators.harbor.preflight import harbor_task_problems
 from rsiframe.evaluators.local import LocalEngine
@@ -131,15 +131,15 @@ def run_agent(
     sandbox: str = "auto",
     put: Put = lambda data: "",
     on_done: Callable[[TaskRun], None] | None = None,
-    on_engine: Callable[[LocalEngine | HarborEngine], None] | None = None,
+    on_engine: Callable[[Evaluator], None] | None = None,
 ) -> EvaluationOutput:
     """Run ``tasks`` with ``agent`` (a command run from ``candidate``; None: Harbor's own
     oracle agent) on ``engine``, as a real run's evaluation would (``tasks audit`` too;
     ``on_engine`` gets the engine first, so a caller can stop it)."""
     ts = TaskSet(root=work, tasks={t.id: t for t in tasks})
     if engine == "local":
-        config = LocalEngineConfig(agent=agent or "true", concurrency=concurrency, sandbox=sandbox)  # type: ignore[arg-type]
-        runner: LocalEngine | HarborEngine = LocalEngine(config, work)
+        config = LocalEngineConfig(agent=agent or "true", concurrency=concurrency, sandbox=sandbox)
+        runner: Evaluator = LocalEngine(config, work)
     else:
         runner = HarborEngine(
             HarborEngineConfig(

@@ -33,6 +33,7 @@ from typing import Any
 from rsiframe.dth.build import BuildRejected
 from rsiframe.errors import ClusterError, ClusterLost
 from rsiframe.evaluators.base import EvaluationOutput, Evaluator, Put, TaskRun
+from rsiframe.evaluators.local import LocalEngine
 from rsiframe.executors.ray_worker import (
     Job,
     JobResult,
@@ -213,6 +214,7 @@ class RayExecutor:
         token_limit: int | None = None,
     ) -> EvaluationOutput:
         self._alive(force=True)
+        assert isinstance(evaluator, LocalEngine)  # the only engine a Ray executor runs (check)
         builds = evaluator.builder is not None
         protected = evaluator.protected if builds else {}
         job = Job(

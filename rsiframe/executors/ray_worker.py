@@ -221,7 +221,9 @@ def _engine(job: Job) -> LocalEngine:
     engine = _ENGINES.get(key)
     if engine is None:
         work = _scratch() / f"work-{len(_ENGINES)}"
-        engine = _ENGINES[key] = make_evaluator(job.engine, job.config, work)
+        made = make_evaluator(job.engine, job.config, work)
+        assert isinstance(made, LocalEngine)  # the Ray executor runs the local engine
+        engine = _ENGINES[key] = made
     return engine
 
 

@@ -285,16 +285,19 @@ class RunModels:
     @contextlib.contextmanager
     def scope(self, cid: str, slot: str, config: Any = None) -> Iterator[llm.ModelClient]:
         """One operator call's models: its client and sandbox endpoints, then revoked."""
-        name = f"{slot}:{cid}"
+        consumer = f"{slot}:{cid}"
         allowance = next(
             (v for k in ALLOWANCE_KEYS if isinstance(v := getattr(config, k, None), int)), None
         )
-        who = {"candidate": cid, "slot": slot, "allowance": allowance}
-        token = self._post("/consumer", {"name": name, **who})["token"]
+        token = self._post(
+            "/consumer", {"name": consumer, "candidate": cid, "slot": slot, "allowance": allowance}
+        )["token"]
         tokens = [token]
 
-        def endpoints(sandbox: str, *, model: str) -> SandboxEndpoint:
-            ep = self.sandbox_endpoint(f"{name}:{sandbox}", model=model, **who)
+        def endpoints(name: str, *, model: str) -> SandboxEndpoint:
+            ep = self.sandbox_endpoint(
+                f"{consumer}:{name}", model=model, candidate=cid, slot=slot, allowance=allowance
+            )
             tokens.append(ep.token)
             return ep
 

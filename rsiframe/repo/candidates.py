@@ -56,7 +56,7 @@ def _serial(method: F) -> F:
         with self._git:
             return method(self, *args, **kwargs)
 
-    return locked  # type: ignore[return-value]
+    return locked  # type: ignore[return-value]  # functools.wraps keeps method's signature
 
 
 class ExportMismatch(Exception):
@@ -199,7 +199,8 @@ class CandidateRepo:
         cached = self._flat.get(commit)
         if cached is None:
             cached = {}
-            for item in self.repo.commit(commit).tree.traverse():
+            items: Iterator[Any] = self.repo.commit(commit).tree.traverse()
+            for item in items:
                 if item.type == "tree":
                     continue
                 cached[item.path] = Entry(format(item.mode, "o"), item.hexsha)

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -363,7 +363,7 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _read_capped(f, limit: int) -> tuple[bytes, bool]:  # type: ignore[no-untyped-def]
+def _read_capped(f: IO[bytes], limit: int) -> tuple[bytes, bool]:
     # pread, not seek+read: the file offset is shared with the child, and a process that
     # outlives the kill by a moment (bwrap's pid namespace dies asynchronously) moves it
     fd = f.fileno()

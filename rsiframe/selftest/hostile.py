@@ -89,9 +89,13 @@ def _direct(t: Trial) -> list[str]:
             host.mkdir(parents=True, exist_ok=True)
             mounts.append(Mount(host, inside, writable))
         code = ROOT_ATTACK + f"\nroot_attack({kind!r}, allow_ns_caps={kind == 'setup'})\n"
-        setup = {"setup_root": True} if kind == "setup" else {}
         res = sb.run(
-            [sys.executable, "-c", code], mounts=mounts, cwd=mounts[-1], env={}, timeout=60, **setup
+            [sys.executable, "-c", code],
+            mounts=mounts,
+            cwd=mounts[-1],
+            env={},
+            timeout=60,
+            setup_root=kind == "setup",
         )
         out = res.stdout.decode(errors="replace")
         lines += [x for x in out.splitlines() if x.startswith("ATTACK root_escape")]

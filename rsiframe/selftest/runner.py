@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.table import Table
+from rich.text import JustifyMethod
 
 from rsiframe.errors import RsiError
 from rsiframe.sandbox.bwrap import make_sandbox
@@ -149,14 +150,15 @@ def table(report: SelftestReport) -> Table:
         + "".join(f"; PROTECTION OFF: {p}" for p in report.protections_off),
         title_justify="left",
     )
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("scenario", "left"),
         ("result", "left"),
         ("passed", "right"),
         ("s/trial", "right"),
         ("what it does", "left"),
-    ):
-        t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    )
+    for col, justify in columns:
+        t.add_column(col, justify=justify, overflow="fold")
     for s in report.scenarios:
         verdict = "[green]pass[/]" if s.failed == 0 else "[bold red]FAIL[/]"
         per = s.seconds / max(1, s.trials)

@@ -121,7 +121,7 @@ class OperatorCalls:
         self.progress.stage(cid, slot)
         start = time.perf_counter()
         try:
-            grants = getattr(self.ops.get(slot), "grants", frozenset())
+            grants: frozenset[str] = getattr(self.ops.get(slot), "grants", frozenset())
             before = self.horizon(cid, slot)
             config = getattr(self.ops.get(slot), "config", None)
             with (

@@ -30,11 +30,12 @@ from rsiframe.api import (
     CandidateView,
     Context,
     InformationFlowError,
+    Operator,
     Result,
     Rollout,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 #: where the bubblewrap sandbox mounts the candidate tree that holds the operator's code
 SOURCE_INSIDE = "/rsi/source"
 #: slots a candidate's own code may fill, and the result model each returns
@@ -189,7 +190,7 @@ class JsonRunView:
         return set(self._req.trees)
 
 
-def _load(req: Request) -> type:
+def _load(req: Request) -> type[Operator]:
     path = Path(req.source) / req.path
     sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location("rsiframe_candidate_operator", path)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rsiframe.api import CandidateView, InformationFlowError, may_read
 from rsiframe.archive.log import get_artifact
@@ -31,6 +31,8 @@ from rsiframe.archive.state import Candidate, RunState
 from rsiframe.repo.candidates import CandidateRepo
 
 Violation = dict[str, Any]
+
+_T = TypeVar("_T")
 
 
 def as_view(c: Candidate) -> CandidateView:
@@ -317,7 +319,7 @@ class _Trees(Set[str]):
         self._state, self._lock, self._before = state, lock, before
 
     @classmethod
-    def _from_iterable(cls, it: Any) -> set[str]:
+    def _from_iterable(cls, it: Iterable[_T]) -> set[_T]:
         return set(it)  # set operations (|, &, -) give a plain set
 
     def _visible(self, holders: dict[str, int]) -> bool:
@@ -326,7 +328,7 @@ class _Trees(Set[str]):
     def __contains__(self, tree: object) -> bool:
         with self._lock:
             holders = self._state.tree_holders.get(tree) if isinstance(tree, str) else None
-            return bool(holders) and self._visible(holders)
+            return holders is not None and bool(holders) and self._visible(holders)
 
     def _list(self) -> list[str]:
         with self._lock:

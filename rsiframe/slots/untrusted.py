@@ -187,7 +187,7 @@ class UntrustedOperator(Operator):
                 f"{where} returned a malformed result: {_first(exc)}"
             ) from None
         if hasattr(result, "sandbox"):
-            result.sandbox = use  # type: ignore[attr-defined]
+            result.sandbox = use
         return result
 
 
@@ -215,7 +215,7 @@ def build_request(slot: str, ctx: Any, ref: CandidateRef, config: dict[str, Any]
     analysis = getattr(ctx, "analysis", None)
     return Request(
         schema_version=SCHEMA_VERSION,
-        slot=slot,  # type: ignore[arg-type]
+        slot=slot,
         path=ref.path,
         class_name=ref.class_name,
         config=config,

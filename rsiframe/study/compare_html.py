@@ -54,10 +54,10 @@ def plot_png(report: Comparison, axis: str) -> bytes:
                 ax.step(xs, ys, where="post", color=colour, alpha=0.18, linewidth=0.8)
         curve = method_curve(m, axis)
         if curve:
-            xs, ys = zip(*curve, strict=True)
+            cx, cy = zip(*curve, strict=True)
             label = f"{m.name} (n={len(m.runs)})"
             style = LINESTYLES[i % len(LINESTYLES)]
-            ax.step(xs, ys, where="post", color=colour, linewidth=2.0, linestyle=style, label=label)
+            ax.step(cx, cy, where="post", color=colour, linewidth=2.0, linestyle=style, label=label)
     ax.set_xlabel({"cost": "cost (USD)", "task_runs": "task runs"}.get(axis, axis))
     ax.set_ylabel("best admitted gate score so far")
     ax.grid(alpha=0.3)

@@ -231,7 +231,7 @@ def _print_wide(out: Console, table: Table) -> None:
     if out.is_terminal or need <= out.width:
         out.print(table)
         return
-    wide = Console(file=out.file, width=need, soft_wrap=False, color_system=out.color_system)
+    wide = Console(file=out.file, width=need, soft_wrap=False, no_color=out.no_color)
     wide.print(table)
 
 

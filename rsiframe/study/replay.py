@@ -128,7 +128,7 @@ def check_recipe(loaded: Any) -> Path:
     from rsiframe.recipe import load as recipe_mod
 
     paths: RunPaths = loaded.paths
-    locked = paths.read_json(paths.recipe_lock).get("digest")
+    locked = str(paths.read_json(paths.recipe_lock).get("digest"))
     resolved = recipe_mod.load(paths.recipe)
     if resolved.digest != locked:
         raise RunFolderError(

@@ -207,8 +207,8 @@ def tasks_by_split(
 def make_split(
     ids: list[str],
     *,
-    lists: dict[str, list[str]] | None = None,
-    ratios: dict[str, float] | None = None,
+    lists: Mapping[str, list[str]] | None = None,
+    ratios: Mapping[str, float] | None = None,
     seed: int = 0,
 ) -> dict[str, list[str]]:
     """Split task ids into train/gate/sealed, from explicit lists or ratios with a seed."""

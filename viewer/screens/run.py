@@ -53,11 +53,11 @@ class RunScreen(Screen):
         self.table.focus()
         if self.source.state.candidates:
             self.run_updated(RunUpdated(self.source, set(self.source.state.candidates), True))
-        self.app.ensure_loading(self.source)  # type: ignore[attr-defined]
+        self.app.ensure_loading(self.source)  # type: ignore[attr-defined]  # ViewerApp's (app.py imports this)
 
     def is_ready(self) -> bool:
         """Everything is read (or reading stopped at a broken archive)."""
-        busy = self.app.busy(self.source)  # type: ignore[attr-defined]
+        busy = self.app.busy(self.source)  # type: ignore[attr-defined]  # ViewerApp's (app.py imports this)
         return (self.source.loaded or self.source.error is not None) and not busy
 
     def run_updated(self, msg: RunUpdated) -> None:

@@ -30,7 +30,7 @@ class RunsScreen(Screen):
     def on_mount(self) -> None:
         self.query_one(RunsTable).focus()
         for s in self.sources:
-            self.app.ensure_loading(s)  # type: ignore[attr-defined]
+            self.app.ensure_loading(s)  # type: ignore[attr-defined]  # ViewerApp's (app.py imports this)
 
     def run_updated(self, msg: RunUpdated) -> None:
         if msg.done:

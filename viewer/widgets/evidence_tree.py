@@ -61,8 +61,8 @@ class EvidenceTree(Tree[tuple]):
         for (split, attempt), tasks in sorted(groups.items()):
             a = next((x for x in c.attempts.get(split, []) if x.attempt == attempt), None)
             status = a.status if a else "?"
-            label = f"{split} #{attempt} ({status}, {len(tasks)} tasks)"
-            node = self.root.add(label, expand=len(groups) == 1)
+            heading = f"{split} #{attempt} ({status}, {len(tasks)} tasks)"
+            node = self.root.add(heading, expand=len(groups) == 1)
             for task, (reward, error, digest) in sorted(tasks.items()):
                 label = Text(f"{task}  ")
                 if reward is not None:

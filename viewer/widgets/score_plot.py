@@ -85,8 +85,9 @@ class ScorePlot(Widget):
                 grid[y(gate)][j] = (GATE, "green")
             if s.champion is not None and lo <= s.champion < hi:
                 champ_col = j
-        if champ_col is not None and s.gate[s.champion] is not None:  # type: ignore[index]
-            grid[y(s.gate[s.champion])][champ_col] = (CHAMP, "bold yellow")  # type: ignore[index]
+        champ_gate = s.gate[s.champion] if s.champion is not None else None
+        if champ_col is not None and champ_gate is not None:
+            grid[y(champ_gate)][champ_col] = (CHAMP, "bold yellow")
         for i, line in enumerate(grid):
             frac = (plot_h - 1 - i) / (plot_h - 1)
             label = f"{frac:.1f}" if i in (0, plot_h - 1) or i == (plot_h - 1) // 2 else ""

@@ -211,11 +211,14 @@ class HarborEngine:
         put: Callable[[bytes], str],
         on_done: Callable[[TaskRun], None] | None = None,
         *,
+        on_built: Callable[[dict[str, Any]], None] | None = None,
+        on_usage: Callable[[dict[str, int]], None] | None = None,
+        token_limit: int | None = None,
         model_endpoint: ModelEndpoints | None = None,
-        **_hooks: Any,
     ) -> EvaluationOutput:
         """Run ``tasks`` as one Harbor job; each trial's outcome goes to ``on_done`` as it
-        finishes, and the job folder becomes evidence."""
+        finishes, and the job folder becomes evidence (no D/T/H build here: ``on_built``,
+        ``on_usage`` and ``token_limit`` are never called)."""
         # a model name without models: is Harbor's own business (no gateway hook then)
         ep = gateway_endpoint(self.config.model, model_endpoint) if model_endpoint else None
 
