@@ -197,6 +197,28 @@ def test_an_answer_linked_to_the_tests_scores_0_and_is_named(
     assert removed["answer.txt"].startswith("symlink leaves /app")
 
 
+LOG_READING_TEST_SH = """#!/bin/bash
+want=$(cat /tests/expected.txt)
+got=$(cat /logs/agent/answer.txt 2>/dev/null || echo missing)
+echo "want $want got $got"
+r=0; if [ "$got" = "$want" ]; then r=1; fi
+echo $r > /logs/verifier/reward.txt
+"""
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="platform limit: bubblewrap is missing")
+def test_an_answer_linked_from_the_agents_logs_scores_0_and_is_named(tmp_path: Path) -> None:
+    """A verifier that reads the agent's logs gets the same sanitised copy as /app: a link
+    planted in /logs/agent during the agent phase (dangling then) is dropped and named."""
+    agent = "ln -s /tests/expected.txt /logs/agent/answer.txt; echo kept > /logs/agent/note.txt"
+    task = _task(tmp_path / "tasks", test_sh=LOG_READING_TEST_SH)
+    run, _ = _run_one(tmp_path, agent, "bwrap", task=task)
+    assert run.reward == 0.0, run.trajectory
+    assert run.trajectory["verifier"]["stdout_tail"] == "want 42 got missing\n"
+    removed = {r["path"]: r["reason"] for r in run.trajectory["agent_logs_removed"]}
+    assert set(removed) == {"answer.txt"}, removed
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_the_verifier_sees_what_the_agent_left_in_app(tmp_path: Path, mode: str) -> None:
     agent = 'echo 42 > "$RSI_APP/real.txt"; ln -s real.txt "$RSI_APP/answer.txt"'

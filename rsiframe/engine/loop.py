@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rsiframe.api import Operator
 from rsiframe.archive import events as E
 from rsiframe.archive.log import Event
 from rsiframe.archive.snapshot import save_snapshot
@@ -37,6 +38,7 @@ from rsiframe.engine.scheduler import WAIT, Scheduler, candidate_id, grace_secon
 from rsiframe.engine.taskruns import TaskRunMeter, budget_guard
 from rsiframe.engine.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.evaluators import health
+from rsiframe.executors.base import Executor
 from rsiframe.gateway.runmodels import RunModels, budget_refusal
 from rsiframe.slots.calls import OperatorCalls, OperatorFailed, Progress, Timings
 from rsiframe.slots.runview import StateView
@@ -70,8 +72,9 @@ class Engine:
         self.timings = Timings()
         self.relay = ProgressRelay(self.state)  # where progress goes (show_progress)
         self.stages = Stages.of(r, self.task_lock.split)  # staged evaluation (#15)
-        k = r.concurrency.candidates
-        self.inflight = Inflight(k, parts.executor.cancel_all, self.archive.sync)
+        self.inflight = Inflight(
+            r.concurrency.candidates, parts.executor.cancel_all, self.archive.sync
+        )
         self.view = StateView(
             self.state,
             self.repo,
@@ -85,17 +88,30 @@ class Engine:
         }
         self.budget = budget_guard(r.budget, self.stages, ops)  # task runs too
         self.sched = Scheduler(r, self.state, self.budget, self.inflight, "reflect" in ops)
-        try:  # the run's gateway process (issue 13), or None
-            self.models = RunModels.start(
-                self.paths.root, r, self.state, self.emit, self.archive.put
+        self.models = self._start_models()  # the run's gateway process (issue 13), or None
+        self.calls = self._operator_calls(ops)
+        self.tasks = self._task_runner(parts.executor)
+        # charges minibatch and rollout task runs (max_task_runs)
+        self.meter = TaskRunMeter(
+            self.tasks, self.budget, self.emit, self.archive.sync, self.inflight
+        )
+        self.transaction = self._transaction()
+        self._add_hooks()
+
+    def _start_models(self) -> RunModels | None:
+        try:
+            return RunModels.start(
+                self.paths.root, self.recipe, self.state, self.emit, self.archive.put
             )
         except BaseException:
             self.lock.release()
             raise
-        names = {slot: spec.operator for slot in ops if (spec := r.slots.get(slot))}
-        self.calls = OperatorCalls(
+
+    def _operator_calls(self, ops: dict[str, Operator]) -> OperatorCalls:
+        r = self.recipe
+        return OperatorCalls(
             ops,
-            names,
+            {slot: spec.operator for slot in ops if (spec := r.slots.get(slot))},
             self.view,
             r.random_seed,
             self.timings,
@@ -104,7 +120,9 @@ class Engine:
             models=self.models.scope if self.models is not None else None,
             before_call=self.inflight.synced,
         )
-        self.tasks = TaskRunner(
+
+    def _task_runner(self, executor: Executor) -> TaskRunner:
+        return TaskRunner(
             self.evaluator,
             self.taskset,
             self.archive.put,
@@ -113,16 +131,15 @@ class Engine:
             self.budget,
             self.state,
             self.timings,
-            parts.executor,  # where evaluations run this session (issue 11.3)
+            executor,  # where evaluations run this session (issue 11.3)
             self.models,  # an evaluation's agent reaches its model through the gateway
-            share=k,
+            share=self.recipe.concurrency.candidates,
             progress=self.relay,
         )
-        # charges minibatch and rollout task runs (max_task_runs)
-        self.meter = TaskRunMeter(
-            self.tasks, self.budget, self.emit, self.archive.sync, self.inflight
-        )
-        self.transaction = Transaction(
+
+    def _transaction(self) -> Transaction:
+        r = self.recipe
+        return Transaction(
             self.calls,
             self.repo,
             self.tasks,
@@ -135,7 +152,6 @@ class Engine:
             splits=self.stages.splits,
             merge_rate=getattr(r.slots.get("merge"), "rate", 0.0),
         )
-        self._add_hooks()
 
     def _add_hooks(self) -> None:
         """The run's lifecycle hooks, in the order they run for one event: the fold first
@@ -261,50 +277,77 @@ class Engine:
             raise
 
     def _step(self) -> str | None:
-        st = self.state
+        """One step of the loop: close what an earlier process left open, record the seed,
+        move one candidate on, or grow the run; None when a step was taken, WAIT when
+        only work in flight can move the run on, else the run's end state."""
         if self._tidy():
             return None
-        seed = st.seed
+        seed = self.state.seed
         if seed is None or seed.commit is None:  # (a crash between the seed's two events)
-            if seed is None:
-                self.emit(E.CandidateProposed(id="c0000", parent=None, generation=0, reason="seed"))
-            seed_commit = {"commit": st.seed_commit, "tree": st.seed_tree, "description": "seed"}
-            self.emit(E.CandidateMutated(id="c0000", **seed_commit))  # made with the run folder
+            self._record_seed(seed)
             return None
         if (dead := health.dead_seed(seed)) is not None:  # a broken setup, not a low score
             # unless the allowance refused the seed's model calls: then the budget is spent
-            spent = self.budget.exhausted(st)
+            spent = self.budget.exhausted(self.state)
             return self._finish(*(("budget_exhausted", spent) if spent else ("failed", dead)))
-        busy = self.inflight.jobs
-        for c in st.pending():  # the active index, not every candidate (perf, #11)
-            if c.id in busy:
-                continue
-            s = c.state
-            if s in ("mutated", "evaluating"):
-                if (stop := self.stages.stopped(c)) is not None:  # staged evaluation (#15)
-                    self.emit(stop)
-                    return None
-                if not self.inflight.free():
-                    continue
-                split = c.next_split()
-                assert split is not None
-                return self._evaluate(c, split)
-            if s == "failed" and self.retry_failed and self.inflight.free():
-                split = c.next_split()
-                if split is not None and (c.id, split) not in self._retried:
-                    self._retried.add((c.id, split))
-                    return self._evaluate(c, split)
-            if s == "certified" and self.sched.may_review(c):
-                self._timed(c, self._gated)
-                return None
-            if s in ("admitted", "declined") and not c.recorded and self.sched.may_review(c):
-                self._timed(c, self._recorded)
-                return None
+        step = self._pending_step()
+        if step is not None:
+            return step()
         if seed.state != "admitted":
-            if busy or seed.state in ("mutated", "evaluating", "certified"):
+            if self.inflight.jobs or seed.state in ("mutated", "evaluating", "certified"):
                 return WAIT
             return self._finish("failed", seed_failure(seed))
         return self._grow()
+
+    def _record_seed(self, seed: Candidate | None) -> None:
+        """The seed's two events (its commit was made with the run folder)."""
+        st = self.state
+        if seed is None:
+            self.emit(E.CandidateProposed(id="c0000", parent=None, generation=0, reason="seed"))
+        seed_commit = {"commit": st.seed_commit, "tree": st.seed_tree, "description": "seed"}
+        self.emit(E.CandidateMutated(id="c0000", **seed_commit))
+
+    def _pending_step(self) -> Callable[[], str | None] | None:
+        """The first step that moves an unfinished candidate on (none while all wait)."""
+        busy = self.inflight.jobs
+        for c in self.state.pending():  # the active index, not every candidate (perf, #11)
+            if c.id not in busy and (step := self._step_for(c)) is not None:
+                return step
+        return None
+
+    def _step_for(self, c: Candidate) -> Callable[[], str | None] | None:
+        """What moves ``c`` on now: evaluate, retry, gate or record it (None: nothing)."""
+        if c.state in ("mutated", "evaluating"):
+            return self._evaluation_step(c)
+        if c.state == "failed":
+            return self._retry_step(c)
+        if c.state == "certified" and self.sched.may_review(c):
+            return lambda: self._timed(c, self._gated)
+        if c.state in ("admitted", "declined") and not c.recorded and self.sched.may_review(c):
+            return lambda: self._timed(c, self._recorded)
+        return None
+
+    def _evaluation_step(self, c: Candidate) -> Callable[[], str | None] | None:
+        if (stop := self.stages.stopped(c)) is not None:  # staged evaluation (#15)
+            return lambda: self._record(stop)
+        if not self.inflight.free():
+            return None
+        split = c.next_split()
+        assert split is not None
+        return lambda: self._evaluate(c, split)
+
+    def _retry_step(self, c: Candidate) -> Callable[[], str | None] | None:
+        """A failed candidate's next split, once per session, with ``--retry-failed``."""
+        if not (self.retry_failed and self.inflight.free()):
+            return None
+        split = c.next_split()
+        if split is None or (c.id, split) in self._retried:
+            return None
+        self._retried.add((c.id, split))
+        return lambda: self._evaluate(c, split)
+
+    def _record(self, event: E.EventData) -> None:
+        self.emit(event)
 
     def _grow(self) -> str | None:
         """Reflect, start a generation or propose a child: whichever is due."""

@@ -7,9 +7,9 @@ never sees the tests. When the agent and every process it started are gone, the
 verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, the
 candidate read-only at ``/candidate`` (so a verifier can measure the candidate itself
 rather than trust what its agent reports), a freshly created ``/logs/verifier`` and its
-own copy of ``/app`` (:mod:`rsiframe.sandbox.appcopy`: links that leave ``/app`` and special
-files dropped and named in the trajectory, hard links broken), so nothing the agent
-wrote or linked can become its reward. Paths are also given as environment
+own copies of ``/app`` and ``/logs/agent`` (:mod:`rsiframe.sandbox.appcopy`: links that
+leave them and special files dropped and named in the trajectory, hard links broken), so
+nothing the agent wrote or linked can become its reward. Paths are also given as environment
 variables (``RSI_APP``, ``RSI_CANDIDATE``, ``RSI_LOGS``, ``RSI_TESTS``) so the
 process fallback, which cannot remap paths, works for tasks that use them.
 
@@ -37,6 +37,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ from rsiframe.evaluators.base import (
     gateway_endpoint,
     parse_reward,
 )
-from rsiframe.recipe.evaluator import LocalEngineConfig
+from rsiframe.recipe.evaluator import LocalEngineConfig, TaskLimits
 from rsiframe.sandbox import appcopy, taskimage
 from rsiframe.sandbox import docker as docker_sandbox
 from rsiframe.sandbox.bwrap import Limits, Mount, ProcResult, Sandbox, kill_all, make_sandbox
@@ -321,6 +322,48 @@ class LocalEngine:
     def _trial_in(
         self, trial: Path, candidate_dir: Path, task: Task, ep: HarnessEndpoint | None = None
     ) -> tuple[TaskRun, dict[str, bytes]]:
+        t = self._prepare(trial, candidate_dir, task)
+        app_before = appdiff.scan(t.app)
+        agent = self._run_agent(t, ep)
+        if agent.limit:
+            return self._breach(task, agent, f"agent exceeded a limit: {agent.limit}")
+        app_out = appdiff.changes_since(t.app, app_before)  # evidence, before the verifier runs
+        try:
+            removed = self._freeze_for_verifier(t)
+        except appcopy.AppTooLarge as exc:
+            return self._breach(task, agent, f"agent exceeded a limit: {exc}")
+        verifier = self._run_verifier(t)
+        reward, error = self._verdict(t, agent, verifier, app_out.touched)
+        blobs = {
+            "agent.stdout": agent.stdout,
+            "agent.stderr": agent.stderr,
+            "verifier.stdout": verifier.stdout,
+            "verifier.stderr": verifier.stderr,
+        }
+        dropped = self._agent_logs(t.logs / "agent", t.limits.artifacts_mb << 20, blobs)
+        blobs.update(app_out.blobs)  # what the agent changed under /app (capped)
+        trajectory = {
+            "task": task.id,
+            "reward": reward,
+            "error": error,
+            "agent": _phase(agent),
+            "verifier": _phase(verifier),
+            "app": app_out.manifest(),
+        }
+        if task.id in self.images.built:  # the image its trials ran in (sandbox: docker)
+            trajectory["image"] = {
+                "isolation": t.sb.isolation,
+                **self.images.built[task.id].record(),
+            }
+        trajectory.update({k: v for k, v in removed.items() if v})
+        if dropped:
+            trajectory["artifacts_dropped"] = dropped
+        seconds = agent.duration_s + verifier.duration_s
+        return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
+
+    def _prepare(self, trial: Path, candidate_dir: Path, task: Task) -> _Trial:
+        """The trial's folders: the task's environment as /app, the agent's log folder,
+        the instruction; its sandbox and limits."""
         app = trial / "app"
         env_src = task.path / "environment"
         if env_src.is_dir():
@@ -337,133 +380,109 @@ class LocalEngine:
         task_info = trial / "task"
         task_info.mkdir()
         (task_info / "instruction.md").write_text(task.instruction)
-
+        limits = self.config.limits.of(task)
         sb = self.images.for_task(task.id, task.path)
-        m_app = Mount(app, "/app", writable=True)
-        m_cand = Mount(candidate_dir, "/candidate")
-        m_task = Mount(task_info, "/task")
-        m_agent_logs = Mount(logs / "agent", "/logs/agent", writable=True)
-        m_logs = Mount(logs, "/logs")
-        common = {"RSI_APP": sb.view(m_app), "RSI_LOGS": sb.view(m_logs), "RSI_TASK_ID": task.id}
+        return _Trial(
+            trial, task, sb, app, logs, task_info, Mount(candidate_dir, "/candidate"), limits
+        )
 
-        lim = self.config.limits.of(task)
-        app_cap = lim.app_mb << 20
-        agent_timeout = min(task.agent_timeout, self.config.agent_timeout_s or task.agent_timeout)
+    def _run_agent(self, t: _Trial, ep: HarnessEndpoint | None) -> ProcResult:
+        sb, m_app = t.sb, Mount(t.app, "/app", writable=True)
+        m_task = Mount(t.task_info, "/task")
         argv = ["sh", "-c", self.config.agent]
-        mounts = [m_cand, m_app, m_task, m_agent_logs]
+        mounts = [t.candidate, m_app, m_task, Mount(t.logs / "agent", "/logs/agent", writable=True)]
         model_env: dict[str, str] = {}
         if ep is not None:  # the endpoint's folder only, behind the in-sandbox forwarder
             argv, extra, model_env = ep.harness(sb, argv)
             mounts += extra
-        app_before = appdiff.scan(app)
-        agent = sb.run(
+        env = {
+            **t.task.agent_env,
+            **t.common_env(m_app),
+            **model_env,
+            "RSI_CANDIDATE": sb.view(t.candidate),
+            "RSI_INSTRUCTION": sb.view(m_task) + "/instruction.md",
+        }
+        cap = t.limits.app_mb << 20
+        return sb.run(
             argv,
             mounts=mounts,
             cwd=m_app,
-            env={
-                **task.agent_env,
-                **common,
-                **model_env,
-                "RSI_CANDIDATE": sb.view(m_cand),
-                "RSI_INSTRUCTION": sb.view(m_task) + "/instruction.md",
-            },
-            timeout=agent_timeout,
-            network=task.agent_network,
+            env=env,
+            timeout=self._agent_timeout(t.task),
+            network=t.task.agent_network,
             output_limit=self.config.output_limit_bytes,
-            limits=Limits(
-                memory_mb=lim.memory_mb,
-                pids=lim.pids,
-                tmp_mb=lim.tmp_mb,
-                file_mb=lim.app_mb,
-                watch=((app, app_cap), (logs / "agent", app_cap)),
-            ),
+            limits=t.sandbox_limits(((t.app, cap), (t.logs / "agent", cap))),
         )
-        if agent.limit:
-            return self._breach(task, agent, f"agent exceeded a limit: {agent.limit}")
 
-        app_out = appdiff.changes_since(app, app_before)  # evidence, before the verifier runs
-        # the verifier gets its own copy of /app, made after every agent process is gone:
-        # links out of /app (to the tests, the verifier's logs, the host) and special files
-        # are dropped and named in the evidence, hard links are broken by copying
-        v_app = trial / "verifier-app"
-        try:
-            removed = appcopy.freeze(app, v_app, max_bytes=app_cap)
-        except appcopy.AppTooLarge as exc:
-            return self._breach(task, agent, f"agent exceeded a limit: {exc}")
-        m_app = Mount(v_app, "/app", writable=True)
-        common["RSI_APP"] = sb.view(m_app)
-        # a fresh verifier folder: whatever the agent left under /logs/verifier is discarded
-        verifier_dir = logs / "verifier"
+    def _freeze_for_verifier(self, t: _Trial) -> dict[str, list[dict[str, Any]]]:
+        """The verifier's own copies of /app and /logs/agent, made after every agent process
+        is gone: links out of them (to the tests, the verifier's logs, the host) and special
+        files are dropped and named in the evidence, hard links are broken by copying; and
+        a fresh verifier folder (whatever the agent left under /logs/verifier is gone)."""
+        cap = t.limits.app_mb << 20
+        app_removed = appcopy.freeze(t.app, t.verifier_app, max_bytes=cap)
+        logs_removed = appcopy.freeze(t.logs / "agent", t.verifier_agent_logs, max_bytes=cap)
+        verifier_dir = t.logs / "verifier"
         shutil.rmtree(verifier_dir, ignore_errors=True)
         verifier_dir.mkdir()
-        tests = trial / "tests"
-        shutil.copytree(task.path / "tests", tests, symlinks=True)
-        m_tests = Mount(tests, "/tests")
+        shutil.copytree(t.task.path / "tests", t.tests, symlinks=True)
+        return {
+            "app_removed": [r.as_dict() for r in app_removed],
+            "agent_logs_removed": [r.as_dict() for r in logs_removed],
+        }
+
+    def _run_verifier(self, t: _Trial) -> ProcResult:
+        sb, m_app = t.sb, Mount(t.verifier_app, "/app", writable=True)
+        m_tests = Mount(t.tests, "/tests")
+        verifier_dir = t.logs / "verifier"
         m_verifier = Mount(verifier_dir, "/logs/verifier", writable=True)
-        verifier_timeout = min(
-            task.verifier_timeout, self.config.verifier_timeout_s or task.verifier_timeout
-        )
-        verifier = sb.run(
+        m_agent_logs = Mount(t.verifier_agent_logs, "/logs/agent")
+        env = {
+            **t.task.verifier_env,
+            **t.common_env(m_app),
+            "RSI_TESTS": sb.view(m_tests),
+            "RSI_CANDIDATE": sb.view(t.candidate),
+        }
+        cap = t.limits.app_mb << 20
+        return sb.run(
             ["bash", sb.view(m_tests) + "/test.sh"],
             # the candidate (read-only) too, so a verifier can measure it instead of
             # trusting what the agent reports about itself (sat3 reads its knobs)
-            mounts=[m_app, m_tests, m_verifier, Mount(logs / "agent", "/logs/agent"), m_cand],
+            mounts=[m_app, m_tests, m_verifier, m_agent_logs, t.candidate],
             cwd=m_app,
-            env={
-                **task.verifier_env,
-                **common,
-                "RSI_TESTS": sb.view(m_tests),
-                "RSI_CANDIDATE": sb.view(m_cand),
-            },
-            timeout=verifier_timeout,
-            network=task.verifier_network,
+            env=env,
+            timeout=self._verifier_timeout(t.task),
+            network=t.task.verifier_network,
             output_limit=self.config.output_limit_bytes,
-            limits=Limits(
-                memory_mb=lim.memory_mb,
-                pids=lim.pids,
-                tmp_mb=lim.tmp_mb,
-                file_mb=lim.app_mb,
-                watch=((v_app, app_cap), (verifier_dir, app_cap)),
-            ),
+            limits=t.sandbox_limits(((t.verifier_app, cap), (verifier_dir, cap))),
         )
-        reward, error = parse_reward(verifier_dir)
+
+    def _verdict(
+        self, t: _Trial, agent: ProcResult, verifier: ProcResult, touched: bool
+    ) -> tuple[float, str | None]:
+        """The reward the verifier wrote, and why it is zero or the agent failed."""
+        reward, error = parse_reward(t.logs / "verifier")
         if agent.timed_out:
-            error = f"agent timed out after {agent_timeout:g}s" + (f"; {error}" if error else "")
-        elif verifier.timed_out:
-            reward, error = 0.0, f"verifier timed out after {verifier_timeout:g}s"
-        elif verifier.limit:
-            reward, error = 0.0, f"verifier exceeded a limit: {verifier.limit}"
-        elif agent.exit_code and error is None:  # kept as the reason; the reward stands
+            timeout = self._agent_timeout(t.task)
+            return reward, f"agent timed out after {timeout:g}s" + (f"; {error}" if error else "")
+        if verifier.timed_out:
+            return 0.0, f"verifier timed out after {self._verifier_timeout(t.task):g}s"
+        if verifier.limit:
+            return 0.0, f"verifier exceeded a limit: {verifier.limit}"
+        if agent.exit_code and error is None:  # kept as the reason; the reward stands
             last = agent.stderr[-TAIL:].decode(errors="replace").strip().splitlines()
             error = (
                 f"agent exited with status {agent.exit_code}"
-                + ("" if app_out.touched else f" {appdiff.UNTOUCHED}")
+                + ("" if touched else f" {appdiff.UNTOUCHED}")
                 + (f": {last[-1]}" if last else "")
             )
-        blobs = {
-            "agent.stdout": agent.stdout,
-            "agent.stderr": agent.stderr,
-            "verifier.stdout": verifier.stdout,
-            "verifier.stderr": verifier.stderr,
-        }
-        dropped = self._agent_logs(logs / "agent", lim.artifacts_mb << 20, blobs)
-        blobs.update(app_out.blobs)  # what the agent changed under /app (capped)
-        trajectory = {
-            "task": task.id,
-            "reward": reward,
-            "error": error,
-            "agent": _phase(agent),
-            "verifier": _phase(verifier),
-            "app": app_out.manifest(),
-        }
-        if task.id in self.images.built:  # the image its trials ran in (sandbox: docker)
-            trajectory["image"] = {"isolation": sb.isolation, **self.images.built[task.id].record()}
-        if removed:
-            trajectory["app_removed"] = [r.as_dict() for r in removed]
-        if dropped:
-            trajectory["artifacts_dropped"] = dropped
-        seconds = agent.duration_s + verifier.duration_s
-        return TaskRun(task.id, reward, error, trajectory, seconds=seconds), blobs
+        return reward, error
+
+    def _agent_timeout(self, task: Task) -> float:
+        return min(task.agent_timeout, self.config.agent_timeout_s or task.agent_timeout)
+
+    def _verifier_timeout(self, task: Task) -> float:
+        return min(task.verifier_timeout, self.config.verifier_timeout_s or task.verifier_timeout)
 
     def _agent_logs(self, folder: Path, cap: int, blobs: dict[str, bytes]) -> list[str]:
         """The agent's log files (regular files only, each cut at the output limit) into
@@ -498,6 +517,50 @@ class LocalEngine:
         }
         blobs = {"agent.stdout": agent.stdout, "agent.stderr": agent.stderr}
         return TaskRun(task.id, 0.0, reason, trajectory, seconds=agent.duration_s), blobs
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """One task's trial folder and what its two phases share."""
+
+    root: Path
+    task: Task
+    sb: Sandbox
+    app: Path  # the agent's /app
+    logs: Path  # /logs/agent and /logs/verifier under it
+    task_info: Path  # /task: the instruction
+    candidate: Mount  # /candidate, read-only
+    limits: TaskLimits
+
+    @property
+    def verifier_app(self) -> Path:
+        return self.root / "verifier-app"
+
+    @property
+    def verifier_agent_logs(self) -> Path:
+        return self.root / "verifier-agent-logs"
+
+    @property
+    def tests(self) -> Path:
+        return self.root / "tests"
+
+    def common_env(self, m_app: Mount) -> dict[str, str]:
+        logs = Mount(self.logs, "/logs")
+        return {
+            "RSI_APP": self.sb.view(m_app),
+            "RSI_LOGS": self.sb.view(logs),
+            "RSI_TASK_ID": self.task.id,
+        }
+
+    def sandbox_limits(self, watch: tuple[tuple[Path, int], ...]) -> Limits:
+        lim = self.limits
+        return Limits(
+            memory_mb=lim.memory_mb,
+            pids=lim.pids,
+            tmp_mb=lim.tmp_mb,
+            file_mb=lim.app_mb,
+            watch=watch,
+        )
 
 
 def _take(it: Iterator[Task], n: int) -> list[Task]:

@@ -303,9 +303,7 @@ class RayExecutor:
         out = EvaluationOutput()
         end: JobResult | None = None
         for msg in self._messages(gen, model):  # as each step happens on the worker
-            for digest, data in msg.blobs.items():  # the driver alone writes the archive
-                if put(data) != digest:
-                    raise WorkerLost(f"an artifact from the Ray worker is corrupt ({digest})")
+            _store(msg, put)
             if msg.built is not None and on_built is not None:
                 on_built(msg.built)
             if msg.run is not None:
@@ -314,14 +312,7 @@ class RayExecutor:
                 if on_done is not None:
                     on_done(msg.run)
             end = msg.end or end
-        if end is None:
-            raise WorkerLost("the Ray worker ended the evaluation without a result")
-        if end.refused is not None:
-            raise EvaluatorRefused(end.refused)
-        if end.usage is not None and on_usage is not None:
-            on_usage(end.usage)
-        if end.rejected is not None:
-            raise BuildRejected(*end.rejected)
+        end = _ended(end, on_usage)
         missing = [t for t in task_ids if t not in out.runs]
         if missing:
             raise WorkerLost(f"the Ray worker returned no outcome for {', '.join(missing)}")
@@ -377,3 +368,24 @@ class RayExecutor:
         done = threading.Thread(target=ray.shutdown, daemon=True)
         done.start()
         done.join(timeout=15)
+
+
+def _store(msg: Message, put: Put) -> None:
+    """The artifacts a worker streamed, written here: the driver alone writes the archive."""
+    for digest, data in msg.blobs.items():
+        if put(data) != digest:
+            raise WorkerLost(f"an artifact from the Ray worker is corrupt ({digest})")
+
+
+def _ended(end: JobResult | None, on_usage: Callable[[dict[str, int]], None] | None) -> JobResult:
+    """The evaluation's last message, its refusal or rejection raised; its tokens charged
+    (a rejected build's too, before it is raised)."""
+    if end is None:
+        raise WorkerLost("the Ray worker ended the evaluation without a result")
+    if end.refused is not None:
+        raise EvaluatorRefused(end.refused)
+    if end.usage is not None and on_usage is not None:
+        on_usage(end.usage)
+    if end.rejected is not None:
+        raise BuildRejected(*end.rejected)
+    return end

@@ -110,7 +110,21 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
     except ValidationError as exc:
         loc, msg = first_error(exc, model=Recipe)
         raise RecipeError(f"{loc}: {msg}" if loc else msg, where=where) from exc
+    operators = _operators(recipe, source)
+    evaluator_config = _evaluator_config(recipe, where)
+    data = _frozen(recipe, operators, evaluator_config)
+    return ResolvedRecipe(
+        recipe=recipe,
+        source=source,
+        data=data,
+        digest=sha256_json(data),
+        operators=operators,
+        evaluator_config=evaluator_config,
+    )
 
+
+def _operators(recipe: Recipe, source: Path) -> dict[str, tuple[type[Operator], BaseModel]]:
+    """Each filled slot's operator class and its validated config."""
     operators: dict[str, tuple[type[Operator], BaseModel]] = {}
     for slot in (*REQUIRED_SLOTS, *OPTIONAL_SLOTS):
         spec = recipe.slots.get(slot)
@@ -119,14 +133,17 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
         try:
             cls = resolve(slot, spec.operator, source.parent)
         except RecipeError as exc:
-            raise RecipeError(f"slots.{slot}.operator: {exc.message}", where=where) from exc
+            raise RecipeError(f"slots.{slot}.operator: {exc.message}", where=str(source)) from exc
         try:
             config = cls.Config.model_validate(spec.config)
         except ValidationError as exc:
             loc, msg = first_error(exc, f"slots.{slot}.config", cls.Config)
-            raise RecipeError(f"{loc}: {msg}", where=where) from exc
+            raise RecipeError(f"{loc}: {msg}", where=str(source)) from exc
         operators[slot] = (cls, config)
+    return operators
 
+
+def _evaluator_config(recipe: Recipe, where: str) -> BaseModel:
     engine = ENGINES.get(recipe.evaluator.engine)
     if engine is None:
         raise RecipeError(
@@ -135,11 +152,20 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
             where=where,
         )
     try:
-        evaluator_config = engine.config.model_validate(recipe.evaluator.config)
+        return engine.config.model_validate(recipe.evaluator.config)
     except ValidationError as exc:
         loc, msg = first_error(exc, "evaluator.config", engine.config)
         raise RecipeError(f"{loc}: {msg}", where=where) from exc
 
+
+def _frozen(
+    recipe: Recipe,
+    operators: dict[str, tuple[type[Operator], BaseModel]],
+    evaluator_config: BaseModel,
+) -> dict[str, Any]:
+    """The resolved recipe as data (what is hashed): every default filled in, and the keys
+    added since older runs began left out while they hold their default, so those runs
+    keep their digest."""
     data = recipe.model_dump(mode="json", by_alias=True, exclude_none=False)
     for slot, (_cls, config) in operators.items():
         data["slots"][slot]["config"] = config.model_dump(mode="json")
@@ -151,14 +177,7 @@ def from_data(raw: dict[str, Any], source: Path) -> ResolvedRecipe:
         del data["models"]
     if "concurrency" not in recipe.model_fields_set:  # runs from before the key keep their digest
         data.pop("concurrency", None)
-    return ResolvedRecipe(
-        recipe=recipe,
-        source=source,
-        data=data,
-        digest=sha256_json(data),
-        operators=operators,
-        evaluator_config=evaluator_config,
-    )
+    return data
 
 
 def dump(data: dict[str, Any]) -> str:

@@ -74,36 +74,41 @@ def resolves_inside(rel: str, links: dict[str, str], inside: str = INSIDE) -> bo
     """Whether the link at ``rel`` (relative to the app root) resolves inside the root,
     following the other ``links`` of the tree (``{relative path: target}``); ``inside`` is
     where the root is seen (absolute targets under it stay inside)."""
-    hops = 0
+    return _LinkWalk(links, inside).walk(rel.split("/")[:-1], links[rel]) is not None
 
-    def walk(start: list[str], target: str) -> list[str] | None:
-        nonlocal hops
+
+class _LinkWalk:
+    """Follows a link's target through the tree's other links, component by component;
+    None as soon as it leaves the root (or loops past ``_MAX_HOPS``)."""
+
+    def __init__(self, links: dict[str, str], inside: str) -> None:
+        self.links, self.inside, self.hops = links, inside, 0
+
+    def walk(self, start: list[str], target: str) -> list[str] | None:
         if target.startswith("/"):
-            if target != inside and not target.startswith(inside + "/"):
+            if target != self.inside and not target.startswith(self.inside + "/"):
                 return None
-            start, target = [], target[len(inside) :].lstrip("/")
-        parts = list(start)
+            start, target = [], target[len(self.inside) :].lstrip("/")
+        parts: list[str] | None = list(start)
         for comp in target.split("/"):
-            if comp in ("", "."):
-                continue
-            if comp == "..":
-                if not parts:
-                    return None
-                parts.pop()
-                continue
-            parts.append(comp)
-            joined = "/".join(parts)
-            if joined in links:
-                hops += 1
-                if hops > _MAX_HOPS:
-                    return None
-                resolved = walk(parts[:-1], links[joined])
-                if resolved is None:
-                    return None
-                parts = resolved
+            if parts is None:
+                return None
+            parts = self._step(parts, comp)
         return parts
 
-    return walk(rel.split("/")[:-1], links[rel]) is not None
+    def _step(self, parts: list[str], comp: str) -> list[str] | None:
+        if comp in ("", "."):
+            return parts
+        if comp == "..":
+            return parts[:-1] if parts else None
+        parts = [*parts, comp]
+        joined = "/".join(parts)
+        if joined not in self.links:
+            return parts
+        self.hops += 1
+        if self.hops > _MAX_HOPS:
+            return None
+        return self.walk(parts[:-1], self.links[joined])
 
 
 def freeze(

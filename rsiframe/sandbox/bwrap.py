@@ -257,61 +257,9 @@ def _execute(
 ) -> ProcResult:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise SandboxError(f"cannot start {argv[0]}: {exc.strerror}") from exc
-        with _live_lock:
-            _live.add(proc)
-        expired = threading.Event()
-        overflow = threading.Event()
-        done = threading.Event()
-        breached: list[str] = []
-        ticks = [0]  # the folders in ``watch`` are measured every twentieth tick (1 s)
-
-        def stop() -> None:
-            kill_group(proc)
-            if cgroup is not None:  # also what left the group (the cgroup holds all)
-                cgroup.kill()
-
-        def on_timeout() -> None:
-            expired.set()
-            stop()
-
-        def watching() -> None:
-            deadline = start + timeout
-            while not done.wait(_WATCH_INTERVAL_S):
-                if time.monotonic() >= deadline:
-                    on_timeout()
-                    return
-                sizes = (os.fstat(f.fileno()).st_size for f in (out, err))
-                if output_cap is not None and any(n > output_cap for n in sizes):
-                    overflow.set()
-                    stop()
-                    return
-                ticks[0] += 1
-                why = _breach(watch if ticks[0] % 20 == 0 else (), cgroup)
-                if why:
-                    breached.append(why)
-                    stop()
-                    return
-
-        # without a hard output cap, a timer rather than polling: it costs nothing per run
-        watcher: threading.Timer | threading.Thread
-        if output_cap is None and not watch and cgroup is None:
-            watcher = threading.Timer(timeout, on_timeout)
-        else:
-            watcher = threading.Thread(target=watching)
-        watcher.daemon = True
-        watcher.start()
+        proc = _start(argv, cwd, env, out, err)
+        guard = _Guard(proc, start + timeout, (out, err), output_cap, watch, cgroup)
+        guard.start()
         try:
             proc.wait()
             # whatever the command left running in its group dies with it, so nothing
@@ -321,20 +269,14 @@ def _execute(
             kill_group(proc)
             raise
         finally:
-            done.set()
-            if isinstance(watcher, threading.Timer):
-                watcher.cancel()
-            else:
-                # it reads the output files' sizes: they must outlive it (they close below)
-                watcher.join()
+            guard.finish()
             with _live_lock:
                 _live.discard(proc)
         duration = time.monotonic() - start
-        if not breached and (why := _breach(watch, cgroup)):
-            breached.append(why)
+        guard.last_check()
         stdout, t1 = _read_capped(out, output_limit)
         stderr, t2 = _read_capped(err, output_limit)
-    timed_out = expired.is_set()
+    timed_out = guard.expired.is_set()
     return ProcResult(
         exit_code=None if timed_out else proc.returncode,
         timed_out=timed_out,
@@ -342,9 +284,101 @@ def _execute(
         stdout=stdout,
         stderr=stderr,
         truncated=t1 or t2,
-        output_exceeded=overflow.is_set(),
-        limit=breached[0] if breached else None,
+        output_exceeded=guard.overflow.is_set(),
+        limit=guard.breached[0] if guard.breached else None,
     )
+
+
+def _start(
+    argv: list[str], cwd: str, env: dict[str, str], out: IO[bytes], err: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """The command started in a session of its own, known to :func:`kill_all`."""
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise SandboxError(f"cannot start {argv[0]}: {exc.strerror}") from exc
+    with _live_lock:
+        _live.add(proc)
+    return proc
+
+
+class _Guard:
+    """Ends a running command that outlives its deadline, writes past its output cap or
+    breaches a limit (a watched folder's size, its cgroup), and keeps which it was."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        deadline: float,
+        files: tuple[IO[bytes], IO[bytes]],
+        output_cap: int | None,
+        watch: tuple[tuple[Path, int], ...],
+        cgroup: RunCgroups | None,
+    ) -> None:
+        self.proc, self.deadline, self.files = proc, deadline, files
+        self.output_cap, self.watch, self.cgroup = output_cap, watch, cgroup
+        self.expired = threading.Event()
+        self.overflow = threading.Event()
+        self.done = threading.Event()
+        self.breached: list[str] = []
+        self._ticks = 0  # the folders in ``watch`` are measured every twentieth tick (1 s)
+        # without a hard output cap, a timer rather than polling: it costs nothing per run
+        self._watcher: threading.Timer | threading.Thread
+        if output_cap is None and not watch and cgroup is None:
+            self._watcher = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
+        else:
+            self._watcher = threading.Thread(target=self._watching)
+        self._watcher.daemon = True
+
+    def start(self) -> None:
+        self._watcher.start()
+
+    def finish(self) -> None:
+        self.done.set()
+        if isinstance(self._watcher, threading.Timer):
+            self._watcher.cancel()
+        else:
+            # it reads the output files' sizes: they must outlive it (they close later)
+            self._watcher.join()
+
+    def last_check(self) -> None:
+        """A breach found once the command has ended (a quick exit's folder size)."""
+        if not self.breached and (why := _breach(self.watch, self.cgroup)):
+            self.breached.append(why)
+
+    def _stop(self) -> None:
+        kill_group(self.proc)
+        if self.cgroup is not None:  # also what left the group (the cgroup holds all)
+            self.cgroup.kill()
+
+    def _expire(self) -> None:
+        self.expired.set()
+        self._stop()
+
+    def _watching(self) -> None:
+        while not self.done.wait(_WATCH_INTERVAL_S):
+            if time.monotonic() >= self.deadline:
+                self._expire()
+                return
+            sizes = (os.fstat(f.fileno()).st_size for f in self.files)
+            if self.output_cap is not None and any(n > self.output_cap for n in sizes):
+                self.overflow.set()
+                self._stop()
+                return
+            self._ticks += 1
+            why = _breach(self.watch if self._ticks % 20 == 0 else (), self.cgroup)
+            if why:
+                self.breached.append(why)
+                self._stop()
+                return
 
 
 def _breach(watch: tuple[tuple[Path, int], ...], cgroup: RunCgroups | None) -> str | None:
@@ -616,16 +650,7 @@ class BwrapSandbox(Sandbox):
         args += ["--proc", "/proc", "--dev", "/dev"]
         if tmp_mb is not None:
             args += ["--size", str(int(tmp_mb) << 20)]
-        args += ["--tmpfs", "/tmp"]
-        for host in _TOP_DIRS:
-            if os.path.islink(host):
-                args += ["--symlink", os.readlink(host), host]
-            elif os.path.isdir(host):
-                args += ["--ro-bind", host, host]
-        for host in _RO_DIRS:
-            args += ["--ro-bind", host, host]
-        for d in _python_dirs():
-            args += ["--ro-bind", d, d]
+        args += ["--tmpfs", "/tmp", *_system_binds()]
         for m in mounts:
             args += ["--bind" if m.writable else "--ro-bind", str(m.host), m.inside]
         args += _masks(hide, mounts)
@@ -633,6 +658,19 @@ class BwrapSandbox(Sandbox):
         for k, v in {**base_env(), **env}.items():
             args += ["--setenv", k, v]
         return [*args, "--", *argv]
+
+
+def _system_binds() -> list[str]:
+    """The host's system and Python folders, read-only (top-level links kept as links)."""
+    args: list[str] = []
+    for host in _TOP_DIRS:
+        if os.path.islink(host):
+            args += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            args += ["--ro-bind", host, host]
+    for d in (*_RO_DIRS, *_python_dirs()):
+        args += ["--ro-bind", d, d]
+    return args
 
 
 def _masks(hide: Sequence[Path], mounts: list[Mount]) -> list[str]:

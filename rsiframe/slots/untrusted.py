@@ -154,26 +154,8 @@ class UntrustedOperator(Operator):
         return self._accept(ctx, res, use)
 
     def _accept(self, ctx: Any, res: Any, use: SandboxUse) -> Result:
-        cfg = self.config
         where = f"{self.ref} [{use.isolation}]"
-        if res.timed_out:
-            raise UntrustedOperatorError(f"{where} timed out after {cfg.timeout_s:g}s")
-        if res.output_exceeded:
-            raise UntrustedOperatorError(f"{where} wrote more than {cfg.output_cap_bytes} bytes")
-        if len(res.stdout) > cfg.max_result_bytes:
-            raise UntrustedOperatorError(
-                f"{where} returned a result larger than {cfg.max_result_bytes} bytes"
-            )
-        if not res.stdout.strip():
-            raise UntrustedOperatorError(
-                f"{where} exited with {res.exit_code} without a result: {_tail(res.stderr)}"
-            )
-        try:
-            resp = Response.model_validate_json(res.stdout)
-        except ValidationError as exc:
-            raise UntrustedOperatorError(
-                f"{where} returned a malformed response: {_first(exc)}"
-            ) from None
+        resp = self._response(res, where)
         record = getattr(ctx.run, "record_violation", None)
         for v in resp.violations:
             if record is not None:
@@ -189,6 +171,28 @@ class UntrustedOperator(Operator):
         if hasattr(result, "sandbox"):
             result.sandbox = use
         return result
+
+    def _response(self, res: Any, where: str) -> Response:
+        """The child's response, if it ended in time, within its caps, with one."""
+        cfg = self.config
+        if res.timed_out:
+            raise UntrustedOperatorError(f"{where} timed out after {cfg.timeout_s:g}s")
+        if res.output_exceeded:
+            raise UntrustedOperatorError(f"{where} wrote more than {cfg.output_cap_bytes} bytes")
+        if len(res.stdout) > cfg.max_result_bytes:
+            raise UntrustedOperatorError(
+                f"{where} returned a result larger than {cfg.max_result_bytes} bytes"
+            )
+        if not res.stdout.strip():
+            raise UntrustedOperatorError(
+                f"{where} exited with {res.exit_code} without a result: {_tail(res.stderr)}"
+            )
+        try:
+            return Response.model_validate_json(res.stdout)
+        except ValidationError as exc:
+            raise UntrustedOperatorError(
+                f"{where} returned a malformed response: {_first(exc)}"
+            ) from None
 
 
 def build_request(slot: str, ctx: Any, ref: CandidateRef, config: dict[str, Any]) -> Request:
