@@ -58,10 +58,6 @@ class KeyMissing(RsiError):
     """The run's private signing key is not available on this machine."""
 
 
-class SurfaceViolation(RsiError):
-    """A mutation changed something outside its surface (used as a record, rarely raised)."""
-
-
 class SandboxError(RsiError):
     """The sandbox could not be started (not a task failure: the evaluation fails)."""
 

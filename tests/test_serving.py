@@ -22,13 +22,13 @@ import pytest
 from dth import tiny_model
 
 from rsiframe.dth.serving import (
+    SCRIPT,
     ModelRefused,
     ModelServer,
     OpenEndpoint,
     ServerError,
     check_model_dir,
 )
-from rsiframe.evaluators.local import serving_file
 from rsiframe.sandbox.bwrap import Mount, make_sandbox
 
 
@@ -385,7 +385,7 @@ def test_a_sandboxed_harness_reaches_the_endpoint_through_the_forwarder(
     (work / "h.py").write_text(harness)
     m_app = Mount(work, "/app", writable=True)
     m_ep = Mount(ep.folder, "/rsi/endpoint")
-    m_fwd = Mount(Path(serving_file()), "/rsi/serving.py")
+    m_fwd = Mount(SCRIPT, "/rsi/serving.py")
     argv = ["python3", sb.view(m_fwd), "forward", "--socket", sb.view(m_ep) + "/api.sock", "--"]
     res = sb.run(
         [*argv, "python3", "h.py"],

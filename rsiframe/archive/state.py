@@ -30,7 +30,6 @@ CANDIDATE_STATES = (
     "failed",
     "abandoned",
 )
-RUN_STATES = ("running", "finished", "interrupted", "budget_exhausted", "failed")
 SEED_SPLITS = ("train", "gate", "sealed")
 CHILD_SPLITS = ("train", "gate")
 

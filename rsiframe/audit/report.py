@@ -324,10 +324,3 @@ def candidate_table(report: StatusReport) -> Table:
             escape(why[:120]),  # a candidate's own words: never Rich markup
         )
     return table
-
-
-def state_counts(st: RunState) -> dict[str, int]:
-    counts = dict.fromkeys(CANDIDATE_STATES, 0)
-    for c in st.candidates.values():
-        counts[c.state] += 1
-    return counts

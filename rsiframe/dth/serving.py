@@ -166,9 +166,6 @@ class TransformersBackend:
             self._models.pop(next(iter(self._models)))
         self._models[key] = (model, tok)
 
-    def unload(self, key: str) -> None:
-        self._models.pop(key, None)
-
     def context(self, key: str) -> int:
         model, _ = self._models[key]
         cfg = model.config
@@ -391,11 +388,6 @@ class VllmBackend:
         proc.kill()
         raise ModelRefused("vllm serve did not become healthy in 600 s")
 
-    def unload(self, key: str) -> None:
-        entry = self._procs.pop(key, None)
-        if entry:
-            entry[0].kill()
-
     @staticmethod
     def prompt_tokens(key: str, prompts: list[str]) -> int:
         """An upper bound (vLLM tokenizes): no byte-level token is shorter than a byte."""
@@ -572,6 +564,7 @@ def _parse(body: dict[str, Any], chat: bool, limits: Limits) -> Request:
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise ApiError(400, "stop must be a string or a list of strings", "invalid_request_error")
     messages = None
+    prompts: Any
     if chat:
         messages = body.get("messages")
         if (
@@ -585,7 +578,7 @@ def _parse(body: dict[str, Any], chat: bool, limits: Limits) -> Request:
         prompts = [""]  # rendered by the backend's chat template
     else:
         prompt = body.get("prompt")
-        prompts = [prompt] if isinstance(prompt, str) else list(prompt or [])
+        prompts = [prompt] if isinstance(prompt, str) else prompt  # checked below
         if (
             not isinstance(prompts, list)
             or not prompts

@@ -74,7 +74,7 @@ _SKIP_ENV_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
 def _code_digest() -> str:
     """The code that decides a score: this engine, the shared reward parsing (base), the
     sandbox, the verifier's copy of /app, the D/T/H build and the model server."""
-    from rsiframe.dth import build, contamination, serving
+    from rsiframe.dth import build, contamination
     from rsiframe.evaluators import base
     from rsiframe.sandbox import appcopy, cgroups
     from rsiframe.sandbox import bwrap as sandbox
@@ -565,10 +565,6 @@ class _Trial:
 
 def _take(it: Iterator[Task], n: int) -> list[Task]:
     return list(itertools.islice(it, n))
-
-
-def serving_file() -> str:
-    return str(serving.SCRIPT)
 
 
 def _phase(res: ProcResult) -> dict[str, Any]:

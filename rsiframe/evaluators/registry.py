@@ -36,12 +36,6 @@ def engine_class(name: str) -> type:
     return cls
 
 
-def engine_file(name: str) -> str | None:
-    """The file of the engine's code, without importing it (certificates name it)."""
-    found = importlib.util.find_spec(ENGINES[name].module)
-    return str(Path(found.origin).resolve()) if found and found.origin else None
-
-
 def preflight_engine(engine: str, config: BaseModel, taskset: TaskSet, task_ids: list[str]) -> None:
     """The engine's own preflight (Harbor: its environment starts, it accepts the tasks);
     imports only that engine's preflight module."""

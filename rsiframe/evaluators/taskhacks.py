@@ -25,8 +25,6 @@ from rsiframe.tasks.taskset import Task
 
 AGENT = 'python3 "$RSI_CANDIDATE/hackagent.py"'
 ORACLE_LOCAL = 'bash "$RSI_CANDIDATE/solutions/$RSI_TASK_ID/solve.sh"'
-#: environment files the engines do not copy into /app
-SKIP_ENV = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
 #: modules a verifier may import from its working folder (``python -m``, ``-c``, pytest)
 SHADOWED = (
     "conftest", "json", "re", "subprocess", "pathlib", "typing", "unittest", "difflib",

@@ -199,8 +199,3 @@ ENGINES: dict[str, EngineSpec] = {
         install="make harbor (Harbor's own Python 3.12 environment)",
     ),
 }
-
-
-def engine_config(engine: str, config: dict[str, Any]) -> BaseModel:
-    """``config`` validated against ``engine``'s model (KeyError: no such engine)."""
-    return ENGINES[engine].config.model_validate(config)

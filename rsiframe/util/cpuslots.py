@@ -48,9 +48,3 @@ _slots = _Slots(default_slots())
 def cpu_slot(n: int = 1) -> contextlib.AbstractContextManager[None]:
     """Hold ``n`` of the process's CPU slots (a step's threads) while a CPU-heavy step runs."""
     return _slots.hold(n)
-
-
-def set_slots(n: int) -> None:
-    """Resize the limit (tests, and a process that knows better); not while slots are held."""
-    global _slots
-    _slots = _Slots(max(1, n))

@@ -71,8 +71,6 @@ class _SamePaths:
 
 
 SAME_PATHS = _SamePaths()
-#: environments by name: ours (bwrap), Harbor's docker, and Harbor's cloud sandboxes
-ENVIRONMENTS = ("bwrap", "docker", "daytona", "modal", "e2b", "runloop", "gke")
 BWRAP_ENV = f"{harborenv.PLUGIN_PACKAGE}.environment:BwrapEnvironment"
 CANDIDATE_AGENT = f"{harborenv.PLUGIN_PACKAGE}.agent:CandidateAgent"
 
