@@ -338,3 +338,27 @@ def test_no_module_beside_a_script_shadows_the_standard_library() -> None:
     folder = REPO / "rsiframe" / "dth"
     clash = sorted(p.stem for p in folder.glob("*.py") if p.stem in sys.stdlib_module_names)
     assert not clash, clash
+
+
+def test_the_engine_wires_collaborators_through_constructors() -> None:
+    """No ``attach(engine)`` patching: nothing takes the engine as ``Any`` to poke into it,
+    and the engine's modules never assign into another object's attributes (collaborators
+    get what they need when they are built; notifications go through ``engine.hooks``)."""
+    found = []
+    for name, path in all_modules().items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if node.name == "attach":
+                    found.append(f"{where} defines attach()")
+                for arg in node.args.args + node.args.kwonlyargs:
+                    if arg.arg == "engine" and ast.unparse(arg.annotation or ast.Name("")) == "Any":
+                        found.append(f"{where} takes the engine as Any")
+            if unit(name) != "engine" or not isinstance(node, ast.Assign | ast.AugAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and ast.unparse(t.value) != "self":
+                    found.append(f"{where} assigns into {ast.unparse(t)}")
+    assert not found, "\n".join(found)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
@@ -22,8 +22,11 @@ from rsiframe.cli.common import (
 )
 from rsiframe.errors import EXIT_FAILED
 
+if TYPE_CHECKING:  # imported where a command runs (the CLI loads nothing up front)
+    from rsiframe.engine.loop import Engine
 
-def _drive(engine: Any, quiet: bool, as_json: bool) -> None:
+
+def _drive(engine: Engine, quiet: bool, as_json: bool) -> None:
     from rsiframe.archive.loader import LoadedRun
     from rsiframe.audit.report import print_summary, status_of
     from rsiframe.cli.progress import RichProgress
