@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rsiframe import __version__, harborenv
+from rsiframe import __version__, harborenv, yamlsafe
 from rsiframe.digest import sha256_bytes, sha256_json
 from rsiframe.errors import EngineUnavailable, TaskSetError
 from rsiframe.keys import key_dir
@@ -228,10 +228,11 @@ class HarborEngine:
         kwargs = dict(self.config.agent_kwargs)
         if self.config.agent_config:
             path = candidate_dir / self.config.agent_config
-            try:
-                loaded = yaml.safe_load(path.read_text()) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                raise RuntimeError(f"agent_config {self.config.agent_config}: {exc}") from exc
+            try:  # the candidate's file: no aliases (a few lines would fill the job's JSON)
+                loaded = yamlsafe.load_file(path) or {}
+            except (OSError, ValueError, yaml.YAMLError) as exc:
+                why = " ".join(str(exc).split())  # one line
+                raise RuntimeError(f"agent_config {self.config.agent_config}: {why}") from exc
             if not isinstance(loaded, dict):
                 raise RuntimeError(f"agent_config {self.config.agent_config}: not a mapping")
             kwargs.update(loaded)

@@ -713,3 +713,7 @@ import rsiframe.selftest.hostile  # noqa: E402, F401
 from rsiframe.selftest.saboteur import SABOTEUR_SCENARIOS  # noqa: E402
 
 SCENARIOS.update(SABOTEUR_SCENARIOS)
+
+# the third review's gateway, agent-cap, agent_config and encoded-contamination scenarios
+# (issue 20) add themselves the same way
+from rsiframe.selftest import gateway_hacks  # noqa: E402, F401
