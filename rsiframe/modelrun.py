@@ -6,7 +6,8 @@ process's ``os.environ`` while the gateway runs, so no sandbox, evaluation or op
 started from here inherits one). Each operator call runs in :meth:`RunModels.scope`:
 ``llm.use`` with a client bound to a consumer named ``slot:candidate`` and sandbox
 endpoints for the same consumer, revoked when the call ends. The client's token may call
-only the models the operator's config names, a sandbox endpoint's only its one model, and
+only the models the operator's config names (any declared model when it names none), a
+sandbox endpoint's only its one model, and
 all of them draw on one allowance (``max_tokens_per_mutation``); an operator call during
 which the gateway refused a call for that allowance fails with the refusal, so a coding
 agent that hit its cap inside its sandbox cannot hand back a child as if it had not.
@@ -306,7 +307,8 @@ class RunModels:
             (v for k in ALLOWANCE_KEYS if isinstance(v := getattr(config, k, None), int)), None
         )
         who = {"candidate": cid, "slot": slot}
-        models = sorted(named_models(config) & set(self.recipe.models))
+        # a config naming none (a researcher's operator choosing in code): every model
+        models = sorted(named_models(config) & set(self.recipe.models)) or None
         minted = {"name": name, **who, "models": models, "allowance": allowance}
         token = self._post("/consumer", minted)["token"]
         tokens = [token]
