@@ -241,84 +241,77 @@ class GatewayProcess:
         return [json.loads(x) for x in lines]
 
 
-def _attacks(t: Trial) -> list[tuple[str, str, dict[str, Any], int, str | None]]:
-    """(name, path, body, expected status, expected code) of each attack of a trial."""
+def _attacks(t: Trial) -> list[tuple[str, str, dict[str, Any], tuple[int, ...], str | None]]:
+    """(name, path, body, statuses allowed, expected code) of each call of a trial: every
+    attack is refused; the two honest calls may pass (within the budget) or not."""
     rng = t.rng
     msg = [{"role": "user", "content": "hi"}]
     chat = {"model": "weak", "messages": msg, "temperature": 1}
     big = rng.randint(20_000, 100_000)
+    stream = {**chat, "stream": True}
+    bad = "invalid_limit"
     return [
         (
             "n",
             "/chat/completions",
             {**chat, "n": rng.randint(64, 128), "max_tokens": 200},
-            429,
+            (429,),
             None,
         ),
         (
             "best_of",
             "/completions",
-            {"model": "weak", "prompt": "hi", "best_of": rng.randint(8, 16), "max_tokens": 1500},
-            429,
+            {"model": "weak", "prompt": "hi", "best_of": 16, "max_tokens": 1500},
+            (429,),
             None,
         ),
         (
             "prompts x n",
             "/completions",
             {"model": "weak", "prompt": ["a"] * 8, "n": 4, "max_tokens": 400},
-            429,
+            (429,),
             None,
         ),
         (
             "max_completion_tokens",
             "/chat/completions",
             {**chat, "max_completion_tokens": big},
-            429,
+            (429,),
             None,
         ),
         (
             "max_output_tokens",
             "/responses",
             {"model": "weak", "input": "hi", "max_output_tokens": big},
-            429,
+            (429,),
             None,
         ),
         (
             "messages max_tokens",
             "/messages",
             {"model": "claude", "messages": msg, "max_tokens": big},
-            429,
+            (429,),
             None,
         ),
         (
             "messages without max_tokens",
             "/messages",
             {"model": "claude", "messages": msg},
-            400,
-            "invalid_limit",
+            (400,),
+            bad,
         ),
-        (
-            "stream n",
-            "/chat/completions",
-            {**chat, "stream": True, "n": 128, "max_tokens": 200},
-            429,
-            None,
-        ),
+        ("stream n", "/chat/completions", {**stream, "n": 128, "max_tokens": 200}, (429,), None),
         (
             "stream max_completion_tokens",
             "/chat/completions",
-            {**chat, "stream": True, "max_completion_tokens": big},
-            429,
+            {**stream, "max_completion_tokens": big},
+            (429,),
             None,
         ),
-        ("zero n", "/chat/completions", {**chat, "n": 0}, 400, "invalid_limit"),
-        (
-            "float max_tokens",
-            "/chat/completions",
-            {**chat, "max_tokens": 1.5},
-            400,
-            "invalid_limit",
-        ),
+        ("zero n", "/chat/completions", {**chat, "n": 0}, (400,), bad),
+        ("float max_tokens", "/chat/completions", {**chat, "max_tokens": 1.5}, (400,), bad),
+        ("no limit (a provider's own is 100,000)", "/chat/completions", chat, (200, 429), None),
+        ("honest n", "/chat/completions", {**chat, "n": 2, "max_tokens": 100}, (200, 429), None),
     ]
 
 
@@ -362,17 +355,19 @@ def budget_overdraw(t: Trial) -> list[str]:
     ]
     problems = []
     with provider(answers) as (stub, url):
-        models = declared(url, "weak", "liar", "claude", claude={"api": "anthropic"})
+        dear = {"price": {"input_per_mtok": 40.0, "output_per_mtok": 40.0}}  # all at $40/M
+        models = declared(url, "weak", "liar", "claude", weak=dear, claude={"api": "anthropic"})
         gw = GatewayProcess(t.root / "gw", models, {"max_model_tokens": tokens, "max_cost": cost})
         try:
-            for name, path, body, status, code in t.rng.sample(_attacks(t), k=len(_attacks(t))):
+            problems += _excess(gw)  # first, while the budget has room for its 6 tokens
+            lied = billed(stub)
+            for name, path, body, allowed, code in t.rng.sample(_attacks(t), k=len(_attacks(t))):
                 r = gw.post(path, body)
                 got = r.json().get("error", {}).get("code") if r.status_code != 200 else None
-                if r.status_code != status or (code is not None and got != code):
-                    problems.append(f"{name}: answered {r.status_code} {got}, not {status} {code}")
+                if r.status_code not in allowed or (code is not None and got != code):
+                    problems.append(f"{name}: answered {r.status_code} {got}, not {allowed} {code}")
             problems += _negative_with_a_concurrent_call(gw)
-            honest = billed(stub)
-            problems += _excess(gw)
+            honest = billed(stub) - lied
         finally:
             entries = gw.close()
     if honest > tokens or honest * 40e-6 > cost + 1e-9:
@@ -381,7 +376,7 @@ def budget_overdraw(t: Trial) -> list[str]:
             f"max_model_tokens {tokens} / max_cost ${cost}"
         )
     charged = sum(e["prompt_tokens"] + e["completion_tokens"] for e in entries)
-    if charged > tokens + 1000:  # the liar's call may pass the budget: it is charged 5 at most
+    if charged > tokens:
         problems.append(f"the ledger charged {charged} tokens, limit {tokens}")
     liar = [e for e in entries if e["model"] == "liar"]
     if not liar or liar[-1].get("completion_tokens") != 5 or not liar[-1].get("violation"):
