@@ -207,13 +207,14 @@ class GatewayProcess:
     def __init__(self, folder: Path, models: dict[str, Any], limits: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rsiframe.gatewayproc", "--state", str(folder)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=(folder / "gateway.log").open("w"),
-            text=True,
-        )
+        with (folder / "gateway.log").open("w") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "rsiframe.gatewayproc", "--state", str(folder)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps({"models": models, "limits": limits}) + "\n")
         self.proc.stdin.flush()
