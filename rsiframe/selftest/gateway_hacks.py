@@ -397,14 +397,14 @@ def _greedy_calls(t: Trial, cap: int) -> list[dict[str, Any]]:
         return [{"n": 64, "max_tokens": 100}]
     if kind == "stream":
         return [{"n": 32, "max_tokens": 100, "stream": True}]
-    return [{"max_tokens": cap // 3, "temperature": 1}] * 4  # within the cap one by one
+    return [{"max_tokens": cap // 2, "temperature": 1}] * 4  # each within the cap, not two
 
 
 def agent_cap(t: Trial) -> list[str]:
     """agent_cli with max_tokens_per_mutation: the gateway refuses the call that would pass
     the cap (n, streams, several calls), and the child is rejected with that reason."""
     cap = t.rng.randint(300, 800)
-    with provider([Answer(content="x" * 400, repeat=True)]) as (stub, url):
+    with provider([Answer(content="x" * 4000, repeat=True)]) as (stub, url):  # cut to the limit
         exp = t.experiment(generations=1, children=1)
         exp.data["models"] = declared(url, "coder")
         (exp.seed / "fixed" / "coder.py").write_text(GREEDY_CODER)
