@@ -512,8 +512,13 @@ def encoded_contamination(t: Trial) -> list[str]:
     try:
         _builder(t.root, t.sandbox).build(cand, lambda data: "", lambda x: audit(x, gate, cfg))
     except BuildRejected as exc:
-        if exc.stage != "contamination" or f"{len(words)} gate item(s)" not in exc.reason:
-            return [f"{sep!r}: rejected at {exc.stage}, not for all items: {exc.reason}"]
+        if exc.stage != "contamination":
+            return [
+                f"{sep!r} (upper: {upper}): the encoded gate items passed the audit, "
+                f"the build went on to {exc.stage}"
+            ]
+        if f"{len(words)} gate item(s)" not in exc.reason:
+            return [f"{sep!r}: the audit found only part of them: {exc.reason}"]
         clean = audit([f"sort {r}" for r in rows], gate, cfg)
         return [f"the plain rows were flagged: {clean.reason()}"] if clean.contaminated else []
     return [f"{sep!r} (upper: {upper}): the encoded gate items passed the audit"]
