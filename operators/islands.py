@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rsiframe.api import CandidateView, RunView, SelectContext, Selection, SelectOperator
+from rsiframe.yamlsafe import load as yaml_load
 
 
 class Feature(BaseModel):
@@ -61,7 +62,10 @@ class Feature(BaseModel):
             return None
         if self.kind == "size":
             return len(raw)
-        data: Any = yaml.safe_load(raw.decode("utf-8", "replace"))
+        try:  # the candidate's file: no aliases, capped (rsiframe.yamlsafe)
+            data: Any = yaml_load(raw.decode("utf-8", "replace"))
+        except yaml.YAMLError:
+            return None
         for part in (self.key or "").split("."):
             if not isinstance(data, dict) or part not in data:
                 return None

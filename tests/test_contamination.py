@@ -62,6 +62,32 @@ def test_whitespace_is_normalised() -> None:
     assert res.contaminated
 
 
+@pytest.mark.parametrize(
+    "row",
+    [
+        "sort q_z_x_w_v -> v_w_x_z_q",  # the review's encoding: `_` between characters
+        "sort Q-Z-X-W-V",
+        "sort q z x w v",
+        "sort q.z.x.w.v=done",
+        "SORT QZXWV",
+    ],
+)
+def test_a_short_item_spelt_out_is_found(row: str) -> None:
+    res = audit([row], items(), ContaminationConfig())
+    assert [it.id for it in res.hits["gate"]] == ["b"], row
+
+
+def test_a_long_item_with_separators_case_or_spaces_is_found() -> None:
+    for row in ("_".join(LONG), " ".join(LONG.upper()), "the-quick-brown-fox-jumps"):
+        res = audit([row], items(), ContaminationConfig())
+        assert [it.id for it in res.hits["gate"]] == ["a"], row
+
+
+def test_folding_does_not_join_what_is_apart() -> None:
+    rows = [f"rev a{SHORT}=x", "q z x w    v", "q1z2x3w4v", "qz\nxwv", "sort abcde"]
+    assert not audit(rows, items(), ContaminationConfig()).contaminated
+
+
 def test_sealed_items_are_counted_never_shown() -> None:
     rows = ["sealedsecretitemtext", "zzyyx", LONG]
     res = audit(rows, items(), ContaminationConfig(policy="flag"))

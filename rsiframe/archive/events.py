@@ -232,7 +232,13 @@ class ModelCall(EventData):
     stream: bool = False
     error: str | None = None
     #: why the gateway refused: max_model_tokens | max_cost (the run's budget) | allowance
+    #: (429), model_not_allowed (403: the token was not given that model), invalid_limit (400)
     code: str | None = None
+    reserved_tokens: int = 0  # the call's reservation (prompt estimate + every output choice)
+    rewritten: str | None = None  # a limit the gateway added to the forwarded body
+    excess_tokens: int = 0  # output the provider reported past the reservation: not charged
+    excess_cost_usd: float = 0.0
+    violation: str | None = None  # provider_excess
 
 
 # -- after evaluation -------------------------------------------------------------------

@@ -13,6 +13,11 @@ files and build inputs), per-step cache hits and seconds, ``training_seconds``,
 ``train_metrics``, the ``contamination`` audit (sealed: counts only), the ``tokens`` the
 evaluation used, and the serving ``backend``.
 
+``models_called`` is set when the evaluator gives the candidate's agent a declared model
+(``evaluator.config.model``): each model the agent's calls named through the run's gateway,
+with ``calls`` answered, ``prompt_tokens`` and ``completion_tokens`` charged, ``cached``
+(answered from the ledger) and ``refused`` (e.g. a model its token was not given: 403).
+
 ``executor`` says where the evaluation ran: ``kind`` (``local`` or ``ray``) and the worker
 ``node`` (for Ray: the node id, ``hostname`` and worker ``pid``, and with a D/T/H build,
 ``build``: the same for the Ray task that built the model); the driver signs either way.
@@ -52,6 +57,8 @@ class EvaluationPredicate(BaseModel):
     executor: dict[str, Any] | None = None  # where it ran: kind (local, ray) and worker node
     #: the engine's own part: for ``harbor``, the engine, Harbor's version, the environment
     evaluator: dict[str, Any] | None = None
+    #: the models the agent called through the gateway, per model (see the module doc)
+    models_called: dict[str, dict[str, int]] | None = None
     framework_version: str
     started_at: float
     finished_at: float
@@ -79,7 +86,8 @@ def make_statement(commit: str, tree: str, predicate: EvaluationPredicate) -> di
         "predicateType": PREDICATE_TYPE,
         # records of engines without an evaluator part stay as they always were
         "predicate": predicate.model_dump(
-            mode="json", exclude={"evaluator"} if predicate.evaluator is None else None
+            mode="json",
+            exclude={k for k in ("evaluator", "models_called") if getattr(predicate, k) is None},
         ),
     }
 

@@ -11,7 +11,13 @@ a subset of what was read here.
 Character n-gram overlap (default n = 13) between that text (whitespace collapsed) and
 the text of each protected item (``prompt_text`` of ``environment/items.jsonl``, or the
 whole ``environment/`` text for tasks without items). An item shorter than n counts when
-it occurs whole (not inside a longer word or number). The recipe picks the policy:
+it occurs whole (not inside a longer word or number). Both sides are also compared
+folded, to undo encodings a trainer could invert cheaply (``k_u_g``, ``K-U-G``, ``k u g``
+for ``kug``): :func:`fold` keeps only letters and digits, case folded, for the n-grams;
+an item shorter than n once folded counts when it occurs whole spelt out
+(:func:`spelt`: its letters and digits in order, any case, at most
+:data:`MAX_GAP` other characters between two of them). What no view sees (any other
+reversible encoding) is listed in ``docs/security.md``. The recipe picks the policy:
 ``reject`` ends the candidate, ``flag`` records the overlap and lets it go on. Sealed
 items are only ever counted: their text and ids never leave this module.
 """
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,8 @@ from rsiframe.recipe.evaluator import ContaminationConfig
 from rsiframe.tasks.taskset import Task
 
 _SPACE = re.compile(r"\s+")
+#: the most characters (separators, spaces) between two characters of a spelt-out item
+MAX_GAP = 3
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,20 @@ class AuditResult:
 
 def normalize(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
+
+
+def fold(text: str) -> str:
+    """Only the letters and digits, case folded: no separator or space splits an item."""
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def spelt(folded: str) -> re.Pattern[str]:
+    """A short (folded) item spelt out whole: its characters in order, in any case, with at
+    most :data:`MAX_GAP` other characters (never a letter, digit or line break) between
+    two of them, not inside a longer word or number."""
+    gap = f"[^A-Za-z0-9\\n]{{0,{MAX_GAP}}}"
+    body = gap.join(re.escape(ch) for ch in folded)
+    return re.compile(r"(?<![A-Za-z0-9])" + body + r"(?![A-Za-z0-9])", re.IGNORECASE)
 
 
 def _item_text(row: dict[str, Any]) -> str:
@@ -174,35 +196,51 @@ def build_texts(dataset: Path, train_inputs: Iterable[Path]) -> Iterable[str]:
         yield from file_texts(root)
 
 
+def _scan(
+    corpus: list[str], items: list[tuple[Item, str]], n: int, match: Callable[[str], Any]
+) -> dict[tuple[str, str, str], str]:
+    """Items (each with its text in this view) found in ``corpus`` (in the same view): by
+    n-gram, or, shorter than n, by the pattern ``match`` makes of the item's text."""
+    grams: dict[str, list[Item]] = {}
+    short: list[tuple[Item, str]] = []
+    for it, text in items:
+        if len(text) < n:
+            if text:
+                short.append((it, text))
+            continue
+        for i in range(len(text) - n + 1):
+            grams.setdefault(text[i : i + n], []).append(it)
+    found: dict[tuple[str, str, str], str] = {}
+    for text in corpus:
+        for i in range(len(text) - n + 1):
+            for it in grams.get(text[i : i + n], ()):
+                found.setdefault((it.split, it.task, it.id), text[i : i + n])
+    joined = "\n".join(corpus) if short else ""
+    for it, text in short:
+        if (m := match(text).search(joined)) is not None:
+            found.setdefault((it.split, it.task, it.id), m.group(0))
+    return found
+
+
+def _whole(text: str) -> re.Pattern[str]:
+    """A short item as it is, whole: not part of a longer word or number."""
+    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(text) + r"(?![A-Za-z0-9])")
+
+
 def audit(texts: Iterable[str], items: list[Item], config: ContaminationConfig) -> AuditResult:
-    """Scan the training text once; look each window up among the items' n-grams."""
+    """Scan the training text as it is and folded; look each window up among the items'
+    n-grams, and each short item up whole (spelt out, in the folded view)."""
     n = config.n
     result = AuditResult(n=n, policy=config.policy, items={})
     for it in items:
         result.items[it.split] = result.items.get(it.split, 0) + 1
         result.hits.setdefault(it.split, [])
-    grams: dict[str, list[Item]] = {}
-    short: list[Item] = []
-    for it in items:
-        if len(it.text) < n:
-            if it.text:
-                short.append(it)
-            continue
-        for i in range(len(it.text) - n + 1):
-            grams.setdefault(it.text[i : i + n], []).append(it)
-    found: dict[tuple[str, str, str], str] = {}
-    corpus = []
-    for text in texts:
-        corpus.append(text)
-        for i in range(len(text) - n + 1):
-            for it in grams.get(text[i : i + n], ()):
-                found.setdefault((it.split, it.task, it.id), text[i : i + n])
-    if short:
-        joined = "\n".join(corpus)
-        for it in short:  # whole, not as part of a longer word or number
-            pattern = r"(?<![A-Za-z0-9])" + re.escape(it.text) + r"(?![A-Za-z0-9])"
-            if re.search(pattern, joined):
-                found.setdefault((it.split, it.task, it.id), it.text)
+    corpus = list(texts)
+    found = _scan(corpus, [(it, it.text) for it in items], n, _whole)
+    folded = [(it, fold(it.text)) for it in items]
+    more = _scan([fold(t) for t in corpus], [x for x in folded if len(x[1]) >= n], n, spelt)
+    more |= _scan(corpus, [x for x in folded if len(x[1]) < n], n, spelt)
+    found = {**more, **found}  # where the text as it is matched, that match is named
     for it in items:
         match = found.get((it.split, it.task, it.id))
         if match is not None:

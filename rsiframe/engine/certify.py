@@ -54,6 +54,8 @@ class FinishedEvaluation:
     started_at: float
     finished_at: float
     executor: dict[str, Any] | None = None  # where it ran: kind and worker node
+    #: the models its agent called through the gateway, with their token counts
+    models_called: dict[str, dict[str, int]] | None = None
 
 
 def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> EvaluationCertified:
@@ -75,6 +77,7 @@ def certify(done: FinishedEvaluation, binding: Binding, signer: Signer) -> Evalu
         model=done.model,
         code=binding.code,
         executor=done.executor,
+        models_called=done.models_called,
         evaluator=binding.evaluator,
         framework_version=__version__,
         started_at=done.started_at,

@@ -9,6 +9,7 @@ events of a failed attempt. It reports evidence as it goes (``task_finished``,
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -287,10 +288,17 @@ class TaskRunner:
             )
         finally:
             self.release_tokens(threading.get_ident())
-            if opened and (revoke := getattr(self.gateway, "revoke_endpoints", None)):
-                revoke(*opened)  # its calls become model_call events now
+            called = self._revoke(opened)  # its calls become model_call events now
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
-        return out
+        return out if called is None else dataclasses.replace(out, models_called=called)
+
+    def _revoke(self, opened: list[Any]) -> dict[str, dict[str, int]] | None:
+        """Revoke an evaluation's gateway endpoints; what its agent called, per model
+        (None: the evaluator gives its agent no model)."""
+        revoke = getattr(self.gateway, "revoke_endpoints", None)
+        if getattr(self.evaluator.config, "model", None) is None or revoke is None:
+            return None
+        return dict(revoke(*opened)["models"]) if opened else {}
 
     @staticmethod
     def rows(out: EvaluationOutput) -> list[dict[str, Any]]:
@@ -365,6 +373,7 @@ def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventDa
         trajectories={t: out.runs[t].trajectory_digest for t in ids},
         model=out.model,
         executor=out.executor,
+        models_called=out.models_called,
         started_at=started,
         finished_at=time.time(),
     )

@@ -35,7 +35,10 @@ class EvaluationOutput:
     task_seconds: float = 0.0
     model: dict[str, Any] | None = None  # the built model's identity, build and token usage
     usage: dict[str, int] | None = None  # model tokens this evaluation used
-    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executors.local)
+    executor: dict[str, Any] | None = None  # where it ran (rsiframe.executors)
+    #: with ``evaluator.config.model``: what the agent called through the gateway, per
+    #: model (calls, tokens charged, cached, refused); the certificate records it
+    models_called: dict[str, dict[str, int]] | None = None
 
 
 Put = Callable[[bytes], str]

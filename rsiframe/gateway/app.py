@@ -13,8 +13,13 @@ gateway
 - forwards with one kept ``httpx.AsyncClient`` per model (``max_concurrency``
   connections, ``timeout_s``, ``retries`` on 429/5xx/timeouts, the declared ``model``
   name substituted for the recipe's name);
-- reserves tokens and cost *before* forwarding (prompt estimate + ``max_tokens``) against
-  ``max_model_tokens`` / ``max_cost`` and answers 429 ``budget_exhausted`` past either;
+- binds each token to the model(s) its consumer was given: a call naming another model is
+  refused (403 ``model_not_allowed``) and recorded;
+- reserves tokens and cost *before* forwarding (prompt estimate + every output choice the
+  request may produce: :mod:`rsiframe.gateway.bounds`) against ``max_model_tokens`` /
+  ``max_cost`` and a consumer's allowance, and answers 429 ``budget_exhausted`` past any;
+  a malformed output limit is refused (400 ``invalid_limit``), a missing one is added to
+  the forwarded body, and a call is charged at most the output it reserved;
 - meters every call from its own reading of the provider's usage (an estimate when the
   provider sends none) into an append-only, fsynced ledger (:class:`Ledger`), with the
   request and response stored content-addressed beside it, *before* the answer goes back;
@@ -54,7 +59,7 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rsiframe.errors import RsiError
+from rsiframe.gateway.bounds import LimitRefused, ModelUsage, OutputBound, output_bound
+from rsiframe.gateway.bounds import charge as cap_charge
 from rsiframe.gateway.ledger import Entry, Ledger
 from rsiframe.recipe.models import ModelSpec, ResolvedModel
 from rsiframe.util.digest import sha256_json
@@ -80,8 +87,8 @@ PATHS = {
 }
 MAX_BODY = 16 << 20
 NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-#: the reservation for a request that sets no max_tokens
-DEFAULT_MAX_TOKENS = 4096
+#: the response header that says what the gateway added to the forwarded body
+LIMITS_HEADER = "X-Rsiframe-Limits"
 
 
 def prompt_text(path: str, body: Mapping[str, Any]) -> str:
@@ -120,6 +127,16 @@ def is_sampled(body: Mapping[str, Any]) -> bool:
 
 
 @dataclass
+class Allowance:
+    """Tokens one operation may spend in all (``max_tokens_per_mutation``), shared by every
+    token minted for that operation."""
+
+    limit: int
+    spent: int = 0
+    reserved: int = 0
+
+
+@dataclass
 class Consumer:
     """Who is calling: an operator (``slot``) or a sandbox, for one candidate."""
 
@@ -127,11 +144,10 @@ class Consumer:
     token: str
     candidate: str | None = None
     slot: str | None = None
-    models: frozenset[str] | None = None  # None: every declared model
+    models: frozenset[str] | None = None  # the models it was given; None: every one
     calls: int = 0  # sampled calls so far (the nonce's index)
-    allowance: int | None = None  # tokens this consumer (one operation) may spend in all
-    spent: int = 0
-    reserved: int = 0
+    allowance: Allowance | None = None
+    usage: ModelUsage = field(default_factory=ModelUsage)  # what it called, per model
 
 
 @dataclass(frozen=True)
@@ -167,11 +183,13 @@ class _Reservation:
     tokens: int
     cost: float
     consumer: Consumer | None = None
+    output: int = 0  # the output tokens reserved: what a call is charged for at most
 
     def charge(self, entry: Entry) -> None:
         """Count a metered call against its consumer's allowance."""
-        if self.consumer is not None:
-            self.consumer.spent += entry.prompt_tokens + entry.completion_tokens
+        pool = self.consumer.allowance if self.consumer is not None else None
+        if pool is not None:
+            pool.spent += entry.prompt_tokens + entry.completion_tokens
 
 
 @dataclass
@@ -250,18 +268,25 @@ class Gateway:
         slot: str | None = None,
         models: list[str] | None = None,
         allowance: int | None = None,
+        share: str | None = None,
     ) -> Consumer:
-        """Mint a token for one consumer (an operator call or a sandbox); ``allowance``
-        caps the tokens it may spend in all (``max_tokens_per_mutation``)."""
-        c = Consumer(
-            name,
-            "rsi-" + secrets.token_urlsafe(24),
-            candidate,
-            slot,
-            frozenset(models) if models is not None else None,
-            allowance=allowance,
-        )
+        """Mint a token for one consumer (an operator call or a sandbox), bound to
+        ``models`` (None: every declared model); ``allowance`` caps the tokens it may
+        spend in all (``max_tokens_per_mutation``), shared with the consumer whose token is
+        ``share`` (one operation's tokens draw on one allowance)."""
         with self._lock:
+            owner = self.consumers.get(share) if share else None
+            pool = owner.allowance if owner is not None else None
+            if pool is None and allowance is not None:
+                pool = Allowance(allowance)
+            c = Consumer(
+                name,
+                "rsi-" + secrets.token_urlsafe(24),
+                candidate,
+                slot,
+                frozenset(models) if models is not None else None,
+                allowance=pool,
+            )
             self.consumers[c.token] = c
         return c
 
@@ -272,13 +297,27 @@ class Gateway:
         assert self.port is not None, "start() the gateway first"
         return GatewayClient(self.url, self.consumer(name, candidate=candidate, slot=slot).token)
 
-    def revoke(self, consumer: Consumer) -> None:
-        """The token stops working; a sandbox endpoint's socket stops serving."""
+    def revoke(self, consumer: Consumer) -> dict[str, Any]:
+        """The token stops working; a sandbox endpoint's socket stops serving. Returns what
+        it called (``ModelUsage.as_json``)."""
         with self._lock:
             self.consumers.pop(consumer.token, None)
             server = self._sandboxes.pop(consumer.token, None)
         if server is not None:
             server.should_exit = True
+        return consumer.usage.as_json()
+
+    def revoke_endpoints(self, *endpoints: SandboxEndpoint) -> dict[str, Any]:
+        """Revoke sandbox endpoints; what they called, per model, summed."""
+        from rsiframe.gateway.bounds import merge_usage
+
+        reports = []
+        for ep in endpoints:
+            c = self.consumers.get(ep.token)
+            if c is not None:
+                reports.append(self.revoke(c))
+        refusals = {k: v for r in reports for k, v in r["refusals"].items()}
+        return {"models": merge_usage(reports), "refusals": refusals}
 
     def sandbox_endpoint(
         self,
@@ -288,11 +327,15 @@ class Gateway:
         candidate: str | None = None,
         slot: str | None = None,
         allowance: int | None = None,
+        share: str | None = None,
     ) -> SandboxEndpoint:
-        """A Unix socket in a folder of its own, served by this gateway, with a token."""
+        """A Unix socket in a folder of its own, served by this gateway, with a token bound
+        to ``model`` alone."""
         from rsiframe.dth.serving import SOCKET
 
-        c = self.consumer(name, candidate=candidate, slot=slot, allowance=allowance)
+        c = self.consumer(
+            name, candidate=candidate, slot=slot, models=[model], allowance=allowance, share=share
+        )
         folder = self.socket_root / secrets.token_hex(8)
         folder.mkdir(parents=True, mode=0o700)
         path = folder / SOCKET
@@ -418,16 +461,16 @@ class Gateway:
         return sha256_json({"path": path, "body": content, "nonce": nonce})
 
     def _reserve(
-        self, spec: ModelSpec, prompt: int, max_tokens: int, consumer: Consumer
+        self, spec: ModelSpec, prompt: int, output: int, consumer: Consumer
     ) -> _Reservation:
-        r = _Reservation(prompt + max_tokens, spec.price.cost(prompt, max_tokens), consumer)
+        r = _Reservation(prompt + output, spec.price.cost(prompt, output), consumer, output)
         with self._lock:
-            left = None if consumer.allowance is None else consumer.allowance - consumer.spent
-            if left is not None and consumer.reserved + r.tokens > left:
+            pool = consumer.allowance
+            if pool is not None and pool.reserved + r.tokens > pool.limit - pool.spent:
                 raise GatewayError(
                     429,
-                    f"{consumer.name}: allowance of {consumer.allowance} tokens exhausted "
-                    f"({consumer.spent} spent, {r.tokens} asked)",
+                    f"{consumer.name}: allowance of {pool.limit} tokens exhausted "
+                    f"({pool.spent} spent, {pool.reserved} reserved, {r.tokens} asked)",
                     "budget_exhausted",
                     "allowance",
                 )
@@ -458,82 +501,124 @@ class Gateway:
                 )
             self._reserved.tokens += r.tokens
             self._reserved.cost += r.cost
-            consumer.reserved += r.tokens
+            if pool is not None:
+                pool.reserved += r.tokens
         return r
 
     def _release(self, r: _Reservation) -> None:
         with self._lock:
             self._reserved.tokens -= r.tokens
             self._reserved.cost -= r.cost
-            if r.consumer is not None:
-                r.consumer.reserved -= r.tokens
+            if r.consumer is not None and r.consumer.allowance is not None:
+                r.consumer.allowance.reserved -= r.tokens
+
+    def _append(self, entry: Entry, consumer: Consumer | None) -> None:
+        """Record one call (fsynced) and count it in its consumer's usage."""
+        self.ledger.append(entry)
+        if consumer is not None:
+            consumer.usage.add(entry)
+
+    async def _accept(self, request: Request) -> tuple[Consumer, bytes, dict[str, Any]]:
+        """Who is calling and the body they sent (a JSON object), or GatewayError."""
+        consumer = self._who(request)
+        raw = await _read_body(request)
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise GatewayError(400, f"body is not JSON: {exc}", "invalid_request_error") from exc
+        if not isinstance(body, dict):
+            raise GatewayError(400, "body is not a JSON object", "invalid_request_error")
+        name = str(body.get("model", ""))
+        if name not in self.specs:
+            raise GatewayError(
+                404,
+                f"unknown model {name!r}; declared: {', '.join(sorted(self.specs))}",
+                "invalid_request_error",
+                "model_not_found",
+            )
+        if name in self.unresolved:
+            msg = f"model {name!r} is not configured: {self.unresolved[name]}"
+            raise GatewayError(503, msg, "upstream_error", "not_configured")
+        if PATHS[request.url.path] != self.specs[name].api:
+            raise GatewayError(
+                400, f"model {name!r} does not speak {request.url.path}", "invalid_request_error"
+            )
+        return consumer, raw, body
+
+    def _bound(self, consumer: Consumer, path: str, body: dict[str, Any]) -> OutputBound:
+        """The call's output bound, once its model is one the token was given; a refusal
+        (403 ``model_not_allowed``, 400 ``invalid_limit``) is a GatewayError."""
+        name = str(body["model"])
+        if consumer.models is not None and name not in consumer.models:
+            given = ", ".join(sorted(consumer.models)) or "none"
+            msg = f"{consumer.name}: this token may call {given}, not {name!r}"
+            raise GatewayError(403, msg, "permission_error", "model_not_allowed")
+        try:
+            return output_bound(path, body)
+        except LimitRefused as exc:
+            raise GatewayError(400, str(exc), "invalid_request_error", "invalid_limit") from exc
+
+    def _entry(self, consumer: Consumer, path: str, body: dict[str, Any], digest: str) -> Entry:
+        c = consumer
+        model = str(body.get("model", ""))
+        stream = bool(body.get("stream"))
+        return Entry(
+            0, time.time(), path, model, c.name, c.candidate, c.slot, digest, 0, stream=stream
+        )
 
     async def _forward(self, request: Request) -> Response:
         path = request.url.path
         t0 = time.perf_counter()
         try:
-            consumer = self._who(request)
-            raw = await _read_body(request)
-            try:
-                body = json.loads(raw)
-            except ValueError as exc:
-                msg = f"body is not JSON: {exc}"
-                raise GatewayError(400, msg, "invalid_request_error") from exc
-            if not isinstance(body, dict):
-                raise GatewayError(400, "body is not a JSON object", "invalid_request_error")
-            name = str(body.get("model", ""))
-            if name not in self.specs or (consumer.models and name not in consumer.models):
-                raise GatewayError(
-                    404,
-                    f"unknown model {name!r}; declared: {', '.join(sorted(self.specs))}",
-                    "invalid_request_error",
-                    "model_not_found",
-                )
-            spec = self.specs[name]
-            if name in self.unresolved:
-                msg = f"model {name!r} is not configured: {self.unresolved[name]}"
-                raise GatewayError(503, msg, "upstream_error", "not_configured")
-            if PATHS[path] != spec.api:
-                raise GatewayError(
-                    400, f"model {name!r} does not speak {path}", "invalid_request_error"
-                )
+            consumer, raw, body = await self._accept(request)
         except GatewayError as exc:
             return exc.response()
-        digest = self.digest(path, body, consumer)
-        base = Entry(
-            0,
-            time.time(),
-            path,
-            name,
-            consumer.name,
-            consumer.candidate,
-            consumer.slot,
-            digest,
-            0,
-            stream=bool(body.get("stream")),
-        )
-        hit = self.ledger.cache.get(digest)
+        try:
+            bound = self._bound(consumer, path, body)
+        except GatewayError as exc:  # refused, and recorded with its reason
+            refused = self._entry(consumer, path, body, sha256_json({"path": path, "body": body}))
+            refused.request = self.ledger.put(raw)
+            self._append(_done(refused, exc.status, t0, error=exc.message, code=exc.code), consumer)
+            return exc.response()
+        base = self._entry(consumer, path, body, self.digest(path, body, consumer))
+        hit = self.ledger.cache.get(base.digest)
         if hit is not None:
-            return self._replay(hit, base, t0)
-        max_tokens = int(body.get("max_tokens") or body.get("max_output_tokens") or 0)
-        max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+            return self._replay(hit, base, t0, consumer)
+        spec = self.specs[base.model]
         prompt_est = estimate_tokens(prompt_text(path, body))
         try:
-            reservation = self._reserve(spec, prompt_est, max_tokens, consumer)
+            reservation = self._reserve(spec, prompt_est, bound.tokens, consumer)
         except GatewayError as exc:
-            self.ledger.append(_done(base, 429, t0, error=exc.message, code=exc.code))
+            self._append(_done(base, 429, t0, error=exc.message, code=exc.code), consumer)
             return exc.response()
         base.request = self.ledger.put(raw)
+        base.reserved_tokens, base.rewritten = reservation.tokens, bound.rewritten
         if self.archive is not None:  # a replay: the source run's recorded answer, or none
             return self._from_archive(base, reservation, t0)
-        upstream_body = {**body, "model": spec.model}
-        if body.get("stream") and path in ("/v1/chat/completions", "/v1/completions"):
+        return await self._send(
+            path, {**bound.body, "model": spec.model}, base, reservation, t0, prompt_est
+        )
+
+    async def _send(
+        self,
+        path: str,
+        upstream_body: dict[str, Any],
+        base: Entry,
+        reservation: _Reservation,
+        t0: float,
+        prompt_est: int,
+    ) -> Response:
+        name, spec = base.model, self.specs[base.model]
+        headers = {LIMITS_HEADER: base.rewritten} if base.rewritten else None
+        if upstream_body.get("stream") and path in ("/v1/chat/completions", "/v1/completions"):
             upstream_body["stream_options"] = {
-                **(body.get("stream_options") or {}),
+                **(upstream_body.get("stream_options") or {}),
                 "include_usage": True,
             }
-        if body.get("stream"):
-            return await self._stream(name, path, upstream_body, base, reservation, t0, prompt_est)
+        if upstream_body.get("stream"):
+            return await self._stream(
+                name, path, upstream_body, base, reservation, t0, prompt_est, headers
+            )
         # A call sent to the provider is paid for: if the client leaves (a killed driver, a
         # sandbox past its time) the call still completes and is recorded, so the retry
         # that follows is served from the ledger instead of paying twice.
@@ -543,7 +628,7 @@ class Gateway:
         data = await asyncio.shield(call)
         if isinstance(data, GatewayError):
             return data.response()
-        return Response(data, 200, media_type="application/json")
+        return Response(data, 200, media_type="application/json", headers=headers)
 
     async def _complete(
         self,
@@ -561,17 +646,17 @@ class Gateway:
             data, parsed = await self._call(name, path, body)
         except GatewayError as exc:
             self._release(reservation)
-            await asyncio.to_thread(
-                self.ledger.append, _done(base, exc.status, t0, error=exc.message)
-            )
+            failed = _done(base, exc.status, t0, error=exc.message)
+            await asyncio.to_thread(self._append, failed, reservation.consumer)
             return exc
         self._release(reservation)
-        entry = self._meter(base, spec, parsed.get("usage"), prompt_est, _answer_text(parsed), t0)
+        answer = _answer_text(parsed)
+        entry = self._meter(base, spec, parsed.get("usage"), prompt_est, answer, t0, reservation)
         reservation.charge(entry)
 
         def record() -> None:
             entry.response = self.ledger.put(data)
-            self.ledger.append(entry)
+            self._append(entry, reservation.consumer)
 
         # durable before the answer goes back, but off the event loop: other calls go on,
         # and the ledger syncs the calls that finish meanwhile together (group commit)
@@ -586,21 +671,27 @@ class Gateway:
         prompt_est: int,
         answer: str,
         t0: float,
+        reservation: _Reservation,
     ) -> Entry:
+        """The call's entry, charged the prompt as counted and at most the output it
+        reserved; output past that is the provider's violation, recorded, not charged."""
         p, c = _usage_numbers(usage)
         source = "provider"
         if p is None or c is None:
             p, c, source = prompt_est, estimate_tokens(answer), "estimate"
+        cut = cap_charge(p, c, reservation.output)
         e = _done(base, 200, t0)
-        e.prompt_tokens, e.completion_tokens, e.usage_source = p, c, source
-        e.cost_usd = spec.price.cost(p, c)
+        e.prompt_tokens, e.completion_tokens, e.usage_source = p, cut.completion_tokens, source
+        e.cost_usd = spec.price.cost(p, cut.completion_tokens)
+        e.excess_tokens, e.violation = cut.excess_tokens, cut.violation
+        e.excess_cost_usd = spec.price.cost(0, cut.excess_tokens)
         return e
 
-    def _replay(self, hit: Entry, base: Entry, t0: float) -> Response:
+    def _replay(self, hit: Entry, base: Entry, t0: float, consumer: Consumer) -> Response:
         data = self.ledger.get(hit.response or "")
         e = _done(base, 200, t0)
         e.cached, e.request, e.response = True, hit.request, hit.response
-        self.ledger.append(e)
+        self._append(e, consumer)
         kind = "text/event-stream" if hit.stream else "application/json"
         return Response(data, 200, media_type=kind)
 
@@ -616,7 +707,8 @@ class Gateway:
                 f"request {base.digest[:12]} is not recorded in the replayed run's archive "
                 "(a replay calls no endpoint)"
             )
-            self.ledger.append(_done(base, 409, t0, error=msg, code="not_recorded"))
+            refused = _done(base, 409, t0, error=msg, code="not_recorded")
+            self._append(refused, reservation.consumer)
             return GatewayError(409, msg, "replay_error", "not_recorded").response()
         data = self.archive.get(hit.response)
         e = _done(base, 200, t0)
@@ -624,7 +716,7 @@ class Gateway:
         e.prompt_tokens, e.completion_tokens = hit.prompt_tokens, hit.completion_tokens
         e.cost_usd = hit.cost_usd
         reservation.charge(e)
-        self.ledger.append(e)
+        self._append(e, reservation.consumer)
         kind = "text/event-stream" if hit.stream else "application/json"
         return Response(data, 200, media_type=kind)
 
@@ -677,6 +769,7 @@ class Gateway:
         reservation: _Reservation,
         t0: float,
         prompt_est: int,
+        headers: dict[str, str] | None = None,
     ) -> Response:
         up = self._upstream(name)
         spec = up.resolved.spec
@@ -697,6 +790,7 @@ class Gateway:
                 return StreamingResponse(
                     self._relay(r, up, base, spec, reservation, t0, prompt_est),
                     media_type="text/event-stream",
+                    headers=headers,
                 )
             text = (await r.aread())[:200].decode(errors="replace")
             await r.aclose()
@@ -706,7 +800,7 @@ class Gateway:
                 break
         self._release(reservation)
         msg = f"model {name!r} failed after {attempt + 1} attempts: {last}"
-        self.ledger.append(_done(base, 502, t0, error=msg))
+        self._append(_done(base, 502, t0, error=msg), reservation.consumer)
         return GatewayError(502, msg, "upstream_error").response()
 
     async def _relay(
@@ -730,12 +824,13 @@ class Gateway:
             text: list[str] = []
             for event in _sse_events(bytes(kept)):
                 _collect(event, usage, text)
-            entry = self._meter(base, spec, usage or None, prompt_est, "".join(text), t0)
+            answer = "".join(text)
+            entry = self._meter(base, spec, usage or None, prompt_est, answer, t0, reservation)
             reservation.charge(entry)
             entry.status, entry.error = status, error
             if status == 200:
                 entry.response = self.ledger.put(bytes(kept))
-            self.ledger.append(entry)
+            self._append(entry, reservation.consumer)
 
         try:
             async for chunk in r.aiter_bytes():

@@ -42,7 +42,14 @@ class Entry:
     response: str | None = None
     stream: bool = False
     error: str | None = None
-    code: str | None = None  # a refusal's reason: max_model_tokens | max_cost | allowance
+    #: a refusal's reason: max_model_tokens | max_cost | allowance (429), model_not_allowed
+    #: (403: the consumer's token is not bound to that model), invalid_limit (400)
+    code: str | None = None
+    reserved_tokens: int = 0  # the call's reservation: prompt estimate + every output choice
+    rewritten: str | None = None  # what the gateway added to the forwarded body (a limit)
+    excess_tokens: int = 0  # output the provider reported past the reservation: not charged
+    excess_cost_usd: float = 0.0
+    violation: str | None = None  # provider_excess: ...
 
 
 @dataclass

@@ -15,6 +15,9 @@ environment and keeps its stdin open; nothing else of the run holds a key. Proto
 
 The admin socket mints and revokes consumer tokens and sandbox endpoints for the engine
 (``POST /consumer``, ``/sandbox``, ``/revoke``, ``/elsewhere``); sandboxes never see it.
+A consumer is minted bound to ``models`` (a sandbox endpoint to its one ``model``) and may
+``share`` the allowance of an earlier token; ``/revoke`` answers what each revoked token
+called (``{"usage": {token: {"models": ..., "refusals": ...}}}``).
 
     python -m rsiframe.gateway.process --state RUN/model-calls < config-line
 """
@@ -83,7 +86,9 @@ def admin_app(gw: Gateway, token: str) -> Starlette:
             body["name"],
             candidate=body.get("candidate"),
             slot=body.get("slot"),
+            models=body.get("models"),
             allowance=body.get("allowance"),
+            share=body.get("share"),
         )
         minted[c.token] = c
         return JSONResponse({"token": c.token})
@@ -100,6 +105,7 @@ def admin_app(gw: Gateway, token: str) -> Starlette:
             candidate=body.get("candidate"),
             slot=body.get("slot"),
             allowance=body.get("allowance"),
+            share=body.get("share"),
         )
         minted[ep.token] = gw.consumers[ep.token]
         return JSONResponse({"name": ep.name, "folder": str(ep.folder), "token": ep.token})
@@ -108,11 +114,12 @@ def admin_app(gw: Gateway, token: str) -> Starlette:
         body, refused = await guarded(request)
         if body is None:
             return refused or JSONResponse({}, 400)
+        usage = {}
         for t in body.get("tokens", []):
             c = minted.pop(t, None)
             if c is not None:
-                gw.revoke(c)
-        return JSONResponse({})
+                usage[t] = gw.revoke(c)
+        return JSONResponse({"usage": usage})
 
     async def elsewhere(request: Request) -> Response:
         body, refused = await guarded(request)

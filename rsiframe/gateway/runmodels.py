@@ -5,7 +5,12 @@ its own, with the provider keys in that process's environment only (they leave t
 process's ``os.environ`` while the gateway runs, so no sandbox, evaluation or operator
 started from here inherits one). Each operator call runs in :meth:`RunModels.scope`:
 ``llm.use`` with a client bound to a consumer named ``slot:candidate`` and sandbox
-endpoints for the same consumer, revoked when the call ends.
+endpoints for the same consumer, revoked when the call ends. The client's token may call
+only the models the operator's config names (any declared model when it names none), a
+sandbox endpoint's only its one model, and
+all of them draw on one allowance (``max_tokens_per_mutation``); an operator call during
+which the gateway refused a call for that allowance fails with the refusal, so a coding
+agent that hit its cap inside its sandbox cannot hand back a child as if it had not.
 
 The gateway's fsynced ledger is the record of what was paid. :meth:`RunModels.drain`
 reads the entries it has not seen yet and hands each to ``on_entry`` (the engine turns it
@@ -35,7 +40,9 @@ from rsiframe.archive import events as E
 from rsiframe.archive.state import RunState
 from rsiframe.errors import ModelError
 from rsiframe.gateway.app import SandboxEndpoint
+from rsiframe.gateway.bounds import merge_usage
 from rsiframe.gateway.ledger import Entry
+from rsiframe.recipe.models import named_models
 from rsiframe.recipe.schema import Recipe
 
 #: the folder of a run holding the gateway's ledger and evidence
@@ -105,6 +112,11 @@ def event_of(e: Entry, put: Callable[[bytes], str], evidence: Path) -> E.ModelCa
         stream=e.stream,
         error=e.error,
         code=e.code,
+        reserved_tokens=e.reserved_tokens,
+        rewritten=e.rewritten,
+        excess_tokens=e.excess_tokens,
+        excess_cost_usd=e.excess_cost_usd,
+        violation=e.violation,
     )
 
 
@@ -269,18 +281,29 @@ class RunModels:
         candidate: str | None = None,
         slot: str | None = None,
         allowance: int | None = None,
+        share: str | None = None,
     ) -> SandboxEndpoint:
-        """A socket and token of the gateway for one sandbox (e.g. an evaluation's agent);
-        revoke it with :meth:`revoke_endpoints` when that sandbox is done."""
-        who = {"candidate": candidate, "slot": slot, "allowance": allowance}
+        """A socket and token of the gateway for one sandbox (e.g. an evaluation's agent),
+        bound to ``model``; revoke it with :meth:`revoke_endpoints` when that sandbox is
+        done."""
+        who = {"candidate": candidate, "slot": slot, "allowance": allowance, "share": share}
         ep = self._post("/sandbox", {"name": name, "model": model, **who})
         return SandboxEndpoint(ep["name"], Path(ep["folder"]), ep["token"], model)
 
-    def revoke_endpoints(self, *endpoints: SandboxEndpoint) -> None:
-        """Their tokens and sockets stop working; the calls they made become events now."""
+    def revoke(self, tokens: list[str]) -> dict[str, Any]:
+        """Revoke ``tokens``; what they called, per model (``models``), and the gateway's
+        refusals among their calls by code (``refusals``); the calls become events now."""
+        usage: dict[str, Any] = {}
         with contextlib.suppress(ModelError):
-            self._post("/revoke", {"tokens": [ep.token for ep in endpoints]})
+            usage = self._post("/revoke", {"tokens": tokens}).get("usage", {})
         self.drain()
+        reports = list(usage.values())
+        refusals = {k: v for r in reports for k, v in (r.get("refusals") or {}).items()}
+        return {"models": merge_usage(reports), "refusals": refusals}
+
+    def revoke_endpoints(self, *endpoints: SandboxEndpoint) -> dict[str, Any]:
+        """Their tokens and sockets stop working; what they called (see :meth:`revoke`)."""
+        return self.revoke([ep.token for ep in endpoints])
 
     @contextlib.contextmanager
     def scope(self, cid: str, slot: str, config: Any = None) -> Iterator[llm.ModelClient]:
@@ -289,14 +312,15 @@ class RunModels:
         allowance = next(
             (v for k in ALLOWANCE_KEYS if isinstance(v := getattr(config, k, None), int)), None
         )
-        token = self._post(
-            "/consumer", {"name": consumer, "candidate": cid, "slot": slot, "allowance": allowance}
-        )["token"]
+        # a config naming none (a researcher's operator choosing in code): every model
+        models = sorted(named_models(config) & set(self.recipe.models)) or None
+        minted = {"name": consumer, "candidate": cid, "slot": slot, "models": models}
+        token = self._post("/consumer", {**minted, "allowance": allowance})["token"]
         tokens = [token]
 
         def endpoints(name: str, *, model: str) -> SandboxEndpoint:
             ep = self.sandbox_endpoint(
-                f"{consumer}:{name}", model=model, candidate=cid, slot=slot, allowance=allowance
+                f"{consumer}:{name}", model=model, candidate=cid, slot=slot, share=token
             )
             tokens.append(ep.token)
             return ep
@@ -305,11 +329,14 @@ class RunModels:
         try:
             with llm.use(client, endpoints):
                 yield client
-        finally:
+        except BaseException:
             client.close()
-            with contextlib.suppress(ModelError):
-                self._post("/revoke", {"tokens": tokens})
-            self.drain()
+            self.revoke(tokens)
+            raise
+        client.close()
+        capped = self.revoke(tokens)["refusals"].get("allowance")
+        if capped is not None:  # e.g. a coding agent refused inside its sandbox, then done
+            raise llm.BudgetExhausted(f"the model gateway refused a call: {capped}", "allowance")
 
     def stop(self, then: Callable[..., Any] | None = None) -> None:
         """Close the gateway's stdin: it finishes the calls in flight, records them, exits;

@@ -16,10 +16,19 @@ Each answer is a mapping:
 - ``delay_s: S``: wait before answering (a client timeout);
 - ``chunk_delay_s: S``: with ``stream``, wait between chunks (a slow stream);
 - ``when: TEXT``: only used when the request's last message contains TEXT;
+- ``model: NAME``: only used when the request names this (upstream) model;
+- ``fill: true``: the answer runs to the request's output limit (``max_tokens``,
+  ``max_completion_tokens``, ``max_output_tokens``), or :data:`OWN_LIMIT` tokens without one;
+- ``tokens: N``: the answer is N tokens whatever the request's limit (a provider that
+  ignores it);
 - ``repeat: true``: not consumed when used.
 
+Like a provider, the stub honours the request's output limit (a longer ``content`` is cut
+to it), answers ``n`` choices (chat and completions; ``best_of`` is billed too) and refuses
+a limit that is not a positive integer (400).
+
 Tokens are counted the same way everywhere: ``max(1, ceil(len(text) / 4))`` of the
-prompt text (every message's content joined) and of the answer.
+prompt text (every message's content joined) and of each answer.
 
     rsiframe stub-llm --script answers.yaml --port 8765
     python -m rsiframe.gateway.stub --script answers.yaml --port 8765
@@ -47,6 +56,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from rsiframe import yamlsafe
 from rsiframe.errors import RecipeError
 from rsiframe.gateway.app import estimate_tokens, prompt_text
 
@@ -68,6 +78,9 @@ class Answer(BaseModel):
     delay_s: float = Field(0.0, ge=0)
     chunk_delay_s: float = Field(0.0, ge=0)
     when: str | None = None
+    model: str | None = None
+    fill: bool = False
+    tokens: int | None = Field(None, ge=1)
     repeat: bool = False
 
 
@@ -80,7 +93,7 @@ class Script(BaseModel):
     def load(cls, path: Path) -> Script:
         """Read a script file; a missing or invalid one is one RecipeError line."""
         try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
+            data = yamlsafe.load(Path(path).read_text()) or {}
             return cls.model_validate(data)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise RecipeError(f"cannot read the stub script: {exc}", where=str(path)) from exc
@@ -93,6 +106,49 @@ class Script(BaseModel):
 def count_tokens(text: str) -> int:
     """The stub's (and its tests') token count: a quarter of the characters, at least 1."""
     return estimate_tokens(text)
+
+
+#: tokens a stub answer with ``fill`` runs to when the request sets no output limit
+OWN_LIMIT = 100_000
+#: the output limit each path reads, in the order a provider prefers them
+LIMIT_KEYS = {
+    "/v1/chat/completions": ("max_completion_tokens", "max_tokens"),
+    "/v1/completions": ("max_tokens",),
+    "/v1/responses": ("max_output_tokens",),
+    "/v1/messages": ("max_tokens",),
+}
+
+
+def _positive(body: dict[str, Any], key: str) -> int | None:
+    """``body[key]`` as a provider reads it: None when unset, ValueError when not a
+    positive integer."""
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{key} must be a positive integer, got {v!r}")
+    return v
+
+
+def shape(path: str, body: dict[str, Any]) -> tuple[int | None, int, int]:
+    """(output limit per choice, choices answered, choices billed) of a request, read as a
+    provider would; ValueError for a limit it refuses."""
+    limit = next((x for k in LIMIT_KEYS[path] if (x := _positive(body, k)) is not None), None)
+    n = best_of = 1
+    if path in ("/v1/chat/completions", "/v1/completions"):
+        n = _positive(body, "n") or 1
+        best_of = max(n, _positive(body, "best_of") or 1)
+    return limit, n, best_of
+
+
+def answer_text(answer: Answer, limit: int | None) -> str:
+    """One choice's text: ``tokens`` as asked, ``fill`` to the limit, else the content cut
+    to the limit (4 characters a token)."""
+    if answer.tokens is not None:
+        return "tok " * answer.tokens
+    if answer.fill:
+        return "tok " * (limit or OWN_LIMIT)
+    return answer.content if limit is None else answer.content[: 4 * limit]
 
 
 @dataclass
@@ -134,10 +190,10 @@ class StubLLM:
             ]
         )
 
-    def next_answer(self, last: str) -> Answer | None:
+    def next_answer(self, last: str, model: str = "") -> Answer | None:
         with self._lock:
             for i, a in enumerate(self.remaining):
-                if a.when is None or a.when in last:
+                if (a.when is None or a.when in last) and a.model in (None, model):
                     if not a.repeat:
                         del self.remaining[i]
                     return a
@@ -153,6 +209,8 @@ class StubLLM:
         return JSONResponse({"object": "list", "data": [{"id": "stub", "object": "model"}]})
 
     async def _begin(self, request: Request) -> tuple[dict[str, Any], Answer | Response, int]:
+        """The body, the answer (or the error response) and the prompt's tokens; the
+        answer comes back with its ``content`` as each choice will read."""
         path = request.url.path
         with self._lock:
             self.stats.requests += 1
@@ -170,16 +228,31 @@ class StubLLM:
         text = prompt_text(path, body)
         msgs = body.get("messages")
         last = str(msgs[-1].get("content", "")) if isinstance(msgs, list) and msgs else text
-        answer = self.next_answer(last)
+        answer = self.next_answer(last, str(body.get("model", "")))
         if answer is None:
             return body, _error(503, "the stub's script is exhausted"), 0
         if answer.delay_s:
             await asyncio.sleep(answer.delay_s)
+        try:
+            limit, _n, _billed = shape(path, body)
+        except ValueError as exc:
+            return body, _error(400, str(exc)), 0
         if answer.status != 200:
             return body, _error(answer.status, f"scripted {answer.status}"), 0
         if answer.malformed:
             return body, Response(b"{not json", media_type="application/json"), 0
-        return body, answer, count_tokens(text)
+        return (
+            body,
+            answer.model_copy(update={"content": answer_text(answer, limit)}),
+            count_tokens(text),
+        )
+
+    def _choices(self, path: str, body: dict[str, Any], answer: Answer, prompt: int) -> int:
+        """Bill the call (every choice generated, ``best_of`` included); the tokens of one."""
+        _limit, _n, billed = shape(path, body)
+        one = count_tokens(answer.content + "".join(_tc_json(answer)))
+        self._bill(prompt, one * billed)
+        return one
 
     def _bill(self, prompt: int, completion: int) -> None:
         with self._lock:
@@ -191,14 +264,15 @@ class StubLLM:
         body, answer, prompt = await self._begin(request)
         if isinstance(answer, Response):
             return answer
-        completion = count_tokens(answer.content + "".join(_tc_json(answer)))
-        self._bill(prompt, completion)
-        usage = _usage(prompt, completion)
+        path = "/v1/chat/completions"
+        one = self._choices(path, body, answer, prompt)
+        _limit, n, billed = shape(path, body)
+        usage = _usage(prompt, one * billed)
         model = str(body.get("model", "stub"))
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
-                _chat_stream(answer, model, usage if include else None),
+                _chat_stream(answer, model, usage if include else None, n),
                 media_type="text/event-stream",
             )
         message: dict[str, Any] = {"role": "assistant", "content": answer.content or None}
@@ -212,13 +286,14 @@ class StubLLM:
                 for i, t in enumerate(answer.tool_calls)
             ]
         finish = "tool_calls" if answer.tool_calls else "stop"
+        choices = [{"index": i, "message": message, "finish_reason": finish} for i in range(n)]
         return JSONResponse(
             {
                 "id": "chatcmpl-stub",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "choices": choices,
                 "usage": usage,
             }
         )
@@ -227,21 +302,24 @@ class StubLLM:
         body, answer, prompt = await self._begin(request)
         if isinstance(answer, Response):
             return answer
-        completion = count_tokens(answer.content)
-        self._bill(prompt, completion)
-        usage = _usage(prompt, completion)
+        path = "/v1/completions"
+        one = self._choices(path, body, answer, prompt)
+        _limit, n, billed = shape(path, body)
+        usage = _usage(prompt, one * billed)
+        model = str(body.get("model", "stub"))
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
-                _text_stream(answer, str(body.get("model", "stub")), usage if include else None),
+                _text_stream(answer, model, usage if include else None, n),
                 media_type="text/event-stream",
             )
+        choices = [{"index": i, "text": answer.content, "finish_reason": "stop"} for i in range(n)]
         return JSONResponse(
             {
                 "id": "cmpl-stub",
                 "object": "text_completion",
-                "model": str(body.get("model", "stub")),
-                "choices": [{"index": 0, "text": answer.content, "finish_reason": "stop"}],
+                "model": model,
+                "choices": choices,
                 "usage": usage,
             }
         )
@@ -250,8 +328,7 @@ class StubLLM:
         body, answer, prompt = await self._begin(request)
         if isinstance(answer, Response):
             return answer
-        completion = count_tokens(answer.content)
-        self._bill(prompt, completion)
+        completion = self._choices("/v1/responses", body, answer, prompt)
         return JSONResponse(
             {
                 "id": "resp-stub",
@@ -276,8 +353,7 @@ class StubLLM:
         body, answer, prompt = await self._begin(request)
         if isinstance(answer, Response):
             return answer
-        completion = count_tokens(answer.content)
-        self._bill(prompt, completion)
+        completion = self._choices("/v1/messages", body, answer, prompt)
         return JSONResponse(
             {
                 "id": "msg-stub",
@@ -319,28 +395,30 @@ def _sse(obj: dict[str, Any]) -> bytes:
 
 
 async def _chat_stream(
-    answer: Answer, model: str, usage: dict[str, int] | None
+    answer: Answer, model: str, usage: dict[str, int] | None, n: int = 1
 ) -> AsyncIterator[bytes]:
     base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "model": model}
-    for piece in _pieces(answer.content):
-        if answer.chunk_delay_s:
-            await asyncio.sleep(answer.chunk_delay_s)
-        delta = {"role": "assistant", "content": piece}
-        yield _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    for i in range(n):
+        for piece in _pieces(answer.content):
+            if answer.chunk_delay_s:
+                await asyncio.sleep(answer.chunk_delay_s)
+            delta = {"role": "assistant", "content": piece}
+            yield _sse({**base, "choices": [{"index": i, "delta": delta, "finish_reason": None}]})
+        yield _sse({**base, "choices": [{"index": i, "delta": {}, "finish_reason": "stop"}]})
     if usage is not None:
         yield _sse({**base, "choices": [], "usage": usage})
     yield b"data: [DONE]\n\n"
 
 
 async def _text_stream(
-    answer: Answer, model: str, usage: dict[str, int] | None
+    answer: Answer, model: str, usage: dict[str, int] | None, n: int = 1
 ) -> AsyncIterator[bytes]:
     base = {"id": "cmpl-stub", "object": "text_completion", "model": model}
-    for piece in _pieces(answer.content):
-        if answer.chunk_delay_s:
-            await asyncio.sleep(answer.chunk_delay_s)
-        yield _sse({**base, "choices": [{"index": 0, "text": piece, "finish_reason": None}]})
+    for i in range(n):
+        for piece in _pieces(answer.content):
+            if answer.chunk_delay_s:
+                await asyncio.sleep(answer.chunk_delay_s)
+            yield _sse({**base, "choices": [{"index": i, "text": piece, "finish_reason": None}]})
     if usage is not None:
         yield _sse({**base, "choices": [], "usage": usage})
     yield b"data: [DONE]\n\n"

@@ -116,6 +116,28 @@ def references(slot_configs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
+def named_models(config: Any) -> set[str]:
+    """Every model name an operator config gives its operator, at any depth: strings under
+    ``model`` / ``*_model`` and lists of strings under ``models`` / ``*_models`` (a wrapped
+    operator's config included). The gateway binds the operator's token to these."""
+    out: set[str] = set()
+    if isinstance(config, BaseModel):
+        config = config.model_dump()
+    if isinstance(config, Mapping):
+        for key, value in config.items():
+            k = str(key)
+            if (k == "model" or k.endswith(MODEL_KEY_SUFFIX)) and isinstance(value, str):
+                out.add(value)
+            elif (k == "models" or k.endswith(MODEL_KEY_SUFFIX + "s")) and isinstance(value, list):
+                out.update(v for v in value if isinstance(v, str))
+            else:
+                out |= named_models(value)
+    elif isinstance(config, list):
+        for value in config:
+            out |= named_models(value)
+    return out
+
+
 def check_models(
     models: Mapping[str, ModelSpec],
     slot_configs: Mapping[str, Mapping[str, Any]],

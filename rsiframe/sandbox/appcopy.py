@@ -6,7 +6,7 @@ verifier phase gets only that copy. The copy walks the agent's folder by directo
 descriptors without following links, so nothing the agent (or a process it left behind)
 does during the copy can redirect it:
 
-- regular files are copied by content (opened as :mod:`rsiframe.safefile` opens them),
+- regular files are copied by content (opened as :mod:`rsiframe.util.safefile` opens them),
   which also breaks hard links to files elsewhere; the executable bit is kept,
   set-uid/set-gid bits are not;
 - a symlink is kept only when it resolves inside ``/app`` (through the tree's other
@@ -18,9 +18,9 @@ does during the copy can redirect it:
 Every dropped entry comes back as a :class:`Removed` for the trial's evidence.
 
 Standard library only, importing nothing of rsiframe (its one file check is
-:mod:`rsiframe.safefile`'s rule, spelled out in :func:`_open_regular`): the file is staged
-beside Harbor's plug-ins (:mod:`rsiframe.harborenv`), where the ``bwrap`` environment makes
-the same copy for Harbor's verifier phase.
+:mod:`rsiframe.util.safefile`'s rule, spelled out in :func:`_open_regular`): the file is
+staged beside Harbor's plug-ins (:mod:`rsiframe.evaluators.harbor.venv`), where the
+``bwrap`` environment makes the same copy for Harbor's verifier phase.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rsiframe.selftest.build_scenarios import BUILD_SCENARIOS
 from rsiframe.selftest.common import Scenario
+from rsiframe.selftest.gateway_hacks import GATEWAY_SCENARIOS
 from rsiframe.selftest.hostile import HOSTILE_SCENARIOS
 from rsiframe.selftest.saboteur import SABOTEUR_SCENARIOS
 from rsiframe.selftest.scenarios import CORE_SCENARIOS
@@ -16,4 +17,5 @@ SCENARIOS: dict[str, Scenario] = {
     **HOSTILE_SCENARIOS,
     **SABOTEUR_SCENARIOS,
     **TASK_HACK_SCENARIOS,
+    **GATEWAY_SCENARIOS,
 }

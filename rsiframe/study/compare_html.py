@@ -36,6 +36,12 @@ def _pyplot() -> Any:
     return plt
 
 
+def plain(text: str) -> str:
+    """``text`` drawn as it is: matplotlib reads a pair of ``$`` as mathtext (a run named
+    ``x[$\\foo$]`` would fail the whole plot), so every ``$`` is escaped."""
+    return text.replace("$", r"\$")
+
+
 def _run_steps(run: RunData, axis: str) -> tuple[list[float], list[float]]:
     xs = [p.x(axis) for p in run.curve]
     return xs, [p.best_gate for p in run.curve]
@@ -55,11 +61,11 @@ def plot_png(report: Comparison, axis: str) -> bytes:
         curve = method_curve(m, axis)
         if curve:
             cx, cy = zip(*curve, strict=True)
-            label = f"{m.name} (n={len(m.runs)})"
+            label = plain(f"{m.name} (n={len(m.runs)})")
             style = LINESTYLES[i % len(LINESTYLES)]
             ax.step(cx, cy, where="post", color=colour, linewidth=2.0, linestyle=style, label=label)
-    ax.set_xlabel({"cost": "cost (USD)", "task_runs": "task runs"}.get(axis, axis))
-    ax.set_ylabel("best admitted gate score so far")
+    ax.set_xlabel(plain({"cost": "cost (USD)", "task_runs": "task runs"}.get(axis, axis)))
+    ax.set_ylabel(plain("best admitted gate score so far"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from rsiframe import __version__
+from rsiframe import __version__, yamlsafe
 from rsiframe.certs.keys import key_dir
 from rsiframe.evaluators.base import (
     EvaluationOutput,
@@ -190,10 +190,11 @@ class HarborEngine:
         kwargs = dict(self.config.agent_kwargs)
         if self.config.agent_config:
             path = candidate_dir / self.config.agent_config
-            try:
-                loaded = yaml.safe_load(path.read_text()) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                raise RuntimeError(f"agent_config {self.config.agent_config}: {exc}") from exc
+            try:  # the candidate's file: no aliases (a few lines would fill the job's JSON)
+                loaded = yamlsafe.load_file(path) or {}
+            except (OSError, ValueError, yaml.YAMLError) as exc:
+                why = " ".join(str(exc).split())  # one line
+                raise RuntimeError(f"agent_config {self.config.agent_config}: {why}") from exc
             if not isinstance(loaded, dict):
                 raise RuntimeError(f"agent_config {self.config.agent_config}: not a mapping")
             kwargs.update(loaded)
