@@ -4,7 +4,10 @@ uncached base-image path (e2e, under its own image name so the shared one is kep
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -174,3 +177,27 @@ def _task_images() -> set[str]:
         capture_output=True, text=True,
     )  # fmt: skip
     return set(out.stdout.split())
+
+
+SCRIPTS = [
+    *sorted((REPO / "scripts").glob("*.sh")),
+    *sorted((REPO / ".ci").iterdir()),
+    REPO / "Makefile",
+]
+IMPORT = re.compile(r"from (rsiframe[\w.]*) import (\w+)|python3? -m (rsiframe[\w.]*)")
+
+
+def test_every_rsiframe_name_the_scripts_import_exists() -> None:
+    """The set-up scripts run Python snippets against the package; a module that moved in a
+    restructuring must not surface only on a fresh machine (CI failed so once)."""
+    found = []
+    for script in SCRIPTS:
+        for match in IMPORT.finditer(script.read_text()):
+            module, name, main = match.groups()
+            target = importlib.import_module(module or main)
+            found.append(match.group(0))
+            if name:
+                assert hasattr(target, name) or importlib.util.find_spec(f"{module}.{name}"), (
+                    f"{script.name}: {match.group(0)}"
+                )
+    assert len(found) >= 2  # ci-setup's Harbor venv and the image preflight
