@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from rich.console import JustifyMethod
 from rich.table import Table
-from rich.text import JustifyMethod
 
 from rsiframe.errors import RsiError
 from rsiframe.sandbox.bwrap import make_sandbox
