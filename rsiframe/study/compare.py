@@ -27,6 +27,7 @@ from typing import Any
 
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.runfolder import RunPaths
+from rsiframe.archive.state import Candidate
 from rsiframe.audit.verify import lock_problems
 from rsiframe.errors import MixedRuns, RsiError, RunFolderError, RunNotVerified
 from rsiframe.study.compare_stats import (
@@ -173,7 +174,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
 class _CurveWalk:
     """The counts so far while walking a run's events for :func:`_curve`."""
 
-    candidates: dict[str, Any]
+    candidates: dict[str, Candidate]
     evaluations: int = 0
     cost: float = 0.0
     best: float | None = None
@@ -205,7 +206,7 @@ class _CurveWalk:
     def candidate_gated(self, d: dict[str, Any]) -> None:
         if not d.get("admit"):
             return
-        c = self.candidates.get(d.get("id"))
+        c = self.candidates.get(d.get("id", ""))  # candidate ids are never empty
         score = c.score("gate") if c is not None and c.state == "admitted" else None
         if score is not None and (self.best is None or score > self.best):
             self.best = score
