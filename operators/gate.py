@@ -23,6 +23,7 @@ class ImprovesParent(GateOperator):
     """Admit when the child's gate score beats its parent's by more than ``min_delta``."""
 
     name = "improves_parent"
+    deterministic = True
     Config = ImprovesParentConfig
 
     def gate(self, ctx: GateContext) -> GateDecision:
@@ -45,6 +46,7 @@ class Threshold(GateOperator):
     """Admit when the child's gate score reaches ``min_score``."""
 
     name = "threshold"
+    deterministic = True
     Config = ThresholdConfig
 
     def gate(self, ctx: GateContext) -> GateDecision:
@@ -60,6 +62,7 @@ class Always(GateOperator):
     """Admit every certified child (for ablations and open-ended archives)."""
 
     name = "always"
+    deterministic = True
 
     def gate(self, ctx: GateContext) -> GateDecision:
         return GateDecision(admit=True, reason="always admit")

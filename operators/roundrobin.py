@@ -34,7 +34,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rsiframe.api import CandidateView, MutateContext, MutateOperator, Mutation, RunView
+from rsiframe.api import (
+    CandidateView,
+    MutateContext,
+    MutateOperator,
+    Mutation,
+    RunStart,
+    RunView,
+)
 
 
 def _num(cid: str) -> int:
@@ -149,6 +156,12 @@ class RoundRobin(MutateOperator):
         cfg: RoundRobinConfig = self.config  # type: ignore[assignment]
         inner = resolve("mutate", cfg.operator)
         self.inner = inner(inner.Config.model_validate(cfg.config))
+
+    def draws(self, start: RunStart) -> bool:
+        return self.inner.draws(start)  # the turn is counted, never drawn
+
+    def start_warnings(self, start: RunStart) -> list[str]:
+        return self.inner.start_warnings(start)
 
     def mutate(self, ctx: MutateContext) -> Mutation:
         cfg: RoundRobinConfig = self.config  # type: ignore[assignment]

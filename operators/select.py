@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe.api import CandidateView, RunView, SelectContext, Selection, SelectOperator
+from rsiframe.api import (
+    CandidateView,
+    RunStart,
+    RunView,
+    SelectContext,
+    Selection,
+    SelectOperator,
+)
 
 
 def ranked(run: RunView) -> list[tuple[float, CandidateView]]:
@@ -33,6 +40,9 @@ class Best(SelectOperator):
 
     name = "best"
     Config = BestConfig
+
+    def draws(self, start: RunStart) -> bool:
+        return self.config.top_k > 1
 
     def select(self, ctx: SelectContext) -> Selection:
         rows = ranked(ctx.run)
@@ -70,6 +80,9 @@ class EpsilonGreedy(SelectOperator):
 
     name = "epsilon_greedy"
     Config = EpsilonGreedyConfig
+
+    def draws(self, start: RunStart) -> bool:
+        return self.config.epsilon > 0
 
     def select(self, ctx: SelectContext) -> Selection:
         rows = ranked(ctx.run)

@@ -81,10 +81,13 @@ def test_resume_refuses_an_edited_gate_file(mini: Mini) -> None:
     notes = status_json(out)["notes"]
     assert any("operator code on disk differs" in n and "slots.gate" in n for n in notes), notes
     res = cli("verify", out, "--json")
-    assert res.exit_code == 1
-    checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
-    assert checks["operators"]["status"] == "failed"
+    assert res.exit_code == 3  # drift: the archive verifies, the code on disk differs
+    report = json.loads(res.stdout)
+    assert report["verdict"] == "drift" and not report["ok"]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["operators"]["status"] == "drift"
     assert "gates.py" in checks["operators"]["problems"][0]
+    assert checks["operators"]["detail"] == checks["operators"]["problems"][0]  # what it found
     for name in ("chain", "signatures", "certificates", "locks", "tasks"):
         assert checks[name]["status"] == "ok", checks[name]
 
@@ -97,8 +100,11 @@ def test_resume_refuses_an_edited_gate_file(mini: Mini) -> None:
     res = cli("resume", out, "--quiet")
     assert res.exit_code == 2
     assert "operator identities differ from those the run signed at start" in res.stderr
-    checks = {c["name"]: c for c in json.loads(cli("verify", out, "--json").stdout)["checks"]}
-    assert any("signed at start" in p for p in checks["operators"]["problems"])
+    res = cli("verify", out, "--json")
+    assert res.exit_code == 1  # a lock that is not the signed one: the archive is broken
+    checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
+    assert checks["locks"]["status"] == "failed"
+    assert any("signed at start" in p for p in checks["locks"]["problems"])
     lock_path.write_text(original)
 
     gates.write_text(GATE)  # the locked code back: resume goes on, verify is clean
@@ -192,9 +198,9 @@ def test_task_drift_is_its_own_check_in_status_and_verify(mini: Mini) -> None:
     assert f"lock: {want}" in status_json(out)["notes"]
     assert want in " ".join(cli("status", out).stdout.split())  # the console wraps
     res = cli("verify", out, "--json")
-    assert res.exit_code == 1
+    assert res.exit_code == 3
     checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
-    assert checks["tasks"]["status"] == "failed" and checks["tasks"]["problems"] == [want]
+    assert checks["tasks"]["status"] == "drift" and checks["tasks"]["problems"] == [want]
     # archive integrity still holds
     for name in ("chain", "signatures", "certificates", "locks", "evidence"):
         assert checks[name]["status"] == "ok", checks[name]
