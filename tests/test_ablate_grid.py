@@ -127,3 +127,22 @@ def test_the_recipe_is_named_once(tmp_path: Path) -> None:
     assert "name the recipe once" in _refused(mini, "recipe: recipe.yaml\n" + grid, mini.recipe)
     res = cli("ablate", mini.recipe, "--grid", mini.root / "grid.yaml", "--slot", "select")
     assert res.exit_code == 2 and "--grid FILE takes no --slot" in res.stderr
+
+
+def test_the_readme_grid_file_plans_on_a_target(tmp_path: Path) -> None:
+    from rsiframe.study.ablate import plan_grid_file
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("**`rsiframe ablate [RECIPE] --grid FILE`**", 1)[1]
+    text = block.split("```yaml", 1)[1].split("```", 1)[0]
+    mini = make_mini(tmp_path / "p")
+    (mini.seed / "knobs.yaml").write_text(
+        "knobs:\n  - {file: config.yaml, key: level, range: [0, 9], step: 1}\n"
+    )
+    mini.recipe.rename(mini.root / "my-target.yaml")
+    grid_file = mini.root / "grid.yaml"
+    grid_file.write_text(text)
+    grid = plan_grid_file(grid_file, None, [], None, tmp_path / "grid")
+    assert grid.spec.repeats == 5 and grid.spec.cell_names() == ["two-knobs", "round-robin", "gepa"]
+    assert len(grid.cells()) == 15
+    assert "budget.max_task_runs=400" in grid.cells()[0].sets
