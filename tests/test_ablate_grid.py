@@ -1,5 +1,6 @@
 """``ablate --grid FILE`` (issue 27): named cells, each with its own ``--set`` items (and
-method), so operators that need different configs run side by side and compare."""
+method), so operators that need different configs run side by side and compare (the run
+of a grid: ``-m e2e``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ cells:
 """
 
 
+@pytest.mark.e2e
 def test_a_grid_file_runs_cells_of_different_configs_and_compares(tmp_path: Path) -> None:
     mini = make_mini(tmp_path / "p", generations=3, children=2)
     grid_file = mini.root / "grid.yaml"

@@ -2,7 +2,8 @@
 a run combines a target recipe with a method (``extends: [target, method]`` or ``--method``),
 nothing of sat3 rides along, and ``compare`` takes a method's runs beside the target's own.
 
-README's "Run a published method on your task set" is run here on the mini task set."""
+README's "Run a published method on your task set" is run here on the mini task set
+(``-m e2e``)."""
 
 from __future__ import annotations
 
@@ -177,6 +178,7 @@ def _readme_section() -> str:
     return text.split("### Run a published method on your task set", 1)[1].split("\n#", 1)[0]
 
 
+@pytest.mark.e2e
 def test_readme_runs_a_published_method_on_your_task_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
