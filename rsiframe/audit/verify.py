@@ -247,6 +247,36 @@ def verify(
         checks.add("state", "fold of the events", [str(exc)])
         return done()
     report.run_id, report.records = st.run_id, st.records
+    _fold_checks(checks, paths, st, events[0].data, tasks_root)
+    if reproduce:
+        rep, problems = reproduce_champion(
+            paths,
+            st,
+            tolerance=tolerance,
+            tasks_root=tasks_root,
+            candidate=candidate,
+            rebuild=rebuild,
+        )
+        report.reproduce = rep
+        detail = (
+            f"{rep.candidate}: {rep.tasks} tasks on {', '.join(rep.splits)}, "
+            f"max deviation {rep.max_deviation:g} (tolerance {tolerance:g})"
+            if rep.candidate
+            else "nothing to reproduce"
+        )
+        checks.add("reproduce", detail, problems)
+    return done()
+
+
+def _fold_checks(
+    checks: _Checks,
+    paths: RunPaths,
+    st: RunState,
+    run_started: dict[str, Any],
+    tasks_root: Path | None,
+) -> None:
+    """The checks on the folded state: certificates, locks, files on disk (drift),
+    commits, admitted candidates and evidence."""
     cert_problems = [p for p in st.problems if "certificate" in p]
     other = [p for p in st.problems if p not in cert_problems and "different key" not in p]
     checks.add("state", f"the events fold into {len(st.candidates)} candidates", other)
@@ -254,7 +284,7 @@ def verify(
     checks.add(
         "locks",
         "recipe, operator, task and evaluator locks match the run",
-        lock_problems(paths, st) + _operator_lock_problems(paths, st, events[0].data),
+        lock_problems(paths, st) + _operator_lock_problems(paths, st, run_started),
     )
     checks.add("operators", _operators_found(paths), operator_drift(paths))
     drifted, why_not = task_drift(paths, tasks_root)
@@ -275,24 +305,6 @@ def verify(
     )
     evidence, files = _evidence(paths, st)
     checks.add("evidence", f"{files} trajectories named by certificates, unaltered", evidence)
-    if reproduce:
-        rep, problems = reproduce_champion(
-            paths,
-            st,
-            tolerance=tolerance,
-            tasks_root=tasks_root,
-            candidate=candidate,
-            rebuild=rebuild,
-        )
-        report.reproduce = rep
-        detail = (
-            f"{rep.candidate}: {rep.tasks} tasks on {', '.join(rep.splits)}, "
-            f"max deviation {rep.max_deviation:g} (tolerance {tolerance:g})"
-            if rep.candidate
-            else "nothing to reproduce"
-        )
-        checks.add("reproduce", detail, problems)
-    return done()
 
 
 # -- the checks -----------------------------------------------------------------------

@@ -95,7 +95,8 @@ def _load_tree(path: Path, chain: tuple[Path, ...]) -> _Tree:
     bases = [_load_tree(p, (*chain, path)) for p in _extends(data.pop("extends", None), path)]
     if data.get("kind") == "method":
         return _method_tree(data, bases, path)
-    tree, method = {}, None
+    tree: dict[str, Any] = {}
+    method: Path | None = None
     for b in bases:  # in order: the target first, then the method it runs
         if b.method:
             tree, method = with_method(tree, b.data), b.path
@@ -320,7 +321,7 @@ def check_method_file(path: Path) -> tuple[Method, dict[str, str]]:
     tree = _load_tree(Path(path), ())
     method = check_method(tree.data, tree.path)
     operators = _operators(method.slots, tree.path)
-    return method, {slot: method.slots.get(slot).operator for slot in operators}
+    return method, {slot: method.slots.get(slot).operator for slot in operators}  # type: ignore[union-attr]
 
 
 def dump(data: dict[str, Any]) -> str:

@@ -117,6 +117,7 @@ def _package_files(
     the installed distribution it comes from, whose RECORD is locked too."""
     if file is None:
         return {}
+    name: tuple[str, ...]
     if cls.__module__.startswith(codefiles.USER_MODULE):  # a file operator, loaded on its own
         roots, name = codefiles.file_roots(Path(file)), (Path(file).stem,)
     else:
