@@ -33,6 +33,9 @@ def test_a_grid_file_runs_cells_of_different_configs_and_compares(tmp_path: Path
     out = tmp_path / "grid"
     res = cli("ablate", mini.recipe, "--grid", grid_file, "--out", out, "--json")
     assert res.exit_code == 0, res.stderr
+    # round-robin over one two-valued knob draws nothing: warned once for the cell, not per run
+    warned = [line for line in res.stderr.splitlines() if "warning:" in line]
+    assert len(warned) == 1 and "style-round-robin: random_seed reaches no choice" in warned[0]
     cells = ["level-steps-r0", "level-steps-r1", "style-round-robin-r0", "style-round-robin-r1"]
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == cells
     locks = {c: json.loads((out / c / "recipe.lock.json").read_text())["resolved"] for c in cells}

@@ -81,9 +81,13 @@ def ablate(
         if not quiet:
             err.print(f"[{i + 1}/{n}] {cell.label} ...", highlight=False)
 
+    warned: set[tuple[str, str]] = set()
+
     def on_warnings(cell: Any, lines: list[str]) -> None:
-        for line in lines:  # also in the run's run_started (status shows them)
-            click.echo(f"rsiframe: warning: {cell.label}: {line}", err=True)
+        for line in lines:  # once per cell (its repeats say the same); in each run's status
+            if (cell.name, line) not in warned:
+                warned.add((cell.name, line))
+                click.echo(f"rsiframe: warning: {cell.name}: {line}", err=True)
 
     def on_done(r: Any) -> None:
         if not quiet and r.reason != "already ended":
