@@ -416,7 +416,7 @@ def test_offline_method_recipes_run_end_to_end_on_sat3(tmp_path: Path, method: s
     out = tmp_path / method
     res = cli(
         "run",
-        REPO / "recipes" / "methods" / f"{method}.yaml",
+        REPO / "recipes" / "sat3" / f"{method}.yaml",
         "--out",
         out,
         "--quiet",
@@ -439,7 +439,7 @@ def test_hyperagents_recipe_evolves_its_own_candidate_carried_mutator(tmp_path: 
     out = tmp_path / "hyperagents"
     res = cli(
         "run",
-        REPO / "recipes" / "methods" / "hyperagents.yaml",
+        REPO / "recipes" / "sat3" / "hyperagents.yaml",
         "--out",
         out,
         "--quiet",

@@ -117,7 +117,7 @@ def sat3_edit(old: str, new: str, note: str, also: str = "") -> Answer:
 
 def _run_sat3(recipe: str, out: Path, *sets: str) -> dict:
     args = [a for s in sets for a in ("--set", s)]
-    res = cli("run", REPO / "recipes" / "methods" / recipe, "--out", out, "--quiet", *args)
+    res = cli("run", REPO / "recipes" / "sat3" / recipe, "--out", out, "--quiet", *args)
     assert res.exit_code == 0, res.stderr
     status = status_json(out)
     assert status["state"] == "finished", status

@@ -81,10 +81,13 @@ def test_resume_refuses_an_edited_gate_file(mini: Mini) -> None:
     notes = status_json(out)["notes"]
     assert any("operator code on disk differs" in n and "slots.gate" in n for n in notes), notes
     res = cli("verify", out, "--json")
-    assert res.exit_code == 1
-    checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
-    assert checks["operators"]["status"] == "failed"
+    assert res.exit_code == 3  # drift: the archive verifies, the code on disk differs
+    report = json.loads(res.stdout)
+    assert report["verdict"] == "drift" and not report["ok"]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["operators"]["status"] == "drift"
     assert "gates.py" in checks["operators"]["problems"][0]
+    assert checks["operators"]["detail"] == checks["operators"]["problems"][0]  # what it found
     for name in ("chain", "signatures", "certificates", "locks", "tasks"):
         assert checks[name]["status"] == "ok", checks[name]
 
@@ -97,8 +100,11 @@ def test_resume_refuses_an_edited_gate_file(mini: Mini) -> None:
     res = cli("resume", out, "--quiet")
     assert res.exit_code == 2
     assert "operator identities differ from those the run signed at start" in res.stderr
-    checks = {c["name"]: c for c in json.loads(cli("verify", out, "--json").stdout)["checks"]}
-    assert any("signed at start" in p for p in checks["operators"]["problems"])
+    res = cli("verify", out, "--json")
+    assert res.exit_code == 1  # a lock that is not the signed one: the archive is broken
+    checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
+    assert checks["locks"]["status"] == "failed"
+    assert any("signed at start" in p for p in checks["locks"]["problems"])
     lock_path.write_text(original)
 
     gates.write_text(GATE)  # the locked code back: resume goes on, verify is clean
@@ -162,7 +168,8 @@ def test_entry_point_identity_names_distribution_version_and_record(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: myops\nVersion: 1.2\n")
     (info / "entry_points.txt").write_text("[rsiframe.operators]\ngate.yes = myops:Yes\n")
     (info / "top_level.txt").write_text("myops\n")
-    record = "myops/__init__.py,,\nmyops-1.2.dist-info/METADATA,,\n"
+    (pkg / "weights.json").write_text('{"w": 1}\n')  # data of the package, no import leads to it
+    record = "myops/__init__.py,,\nmyops/weights.json,,\nmyops-1.2.dist-info/METADATA,,\n"
     (info / "RECORD").write_text(record)
     monkeypatch.syspath_prepend(str(site))
     registry.installed.cache_clear()
@@ -176,6 +183,13 @@ def test_entry_point_identity_names_distribution_version_and_record(
     assert (ident["distribution"], ident["version"]) == ("myops", "1.2")
     assert ident["record_sha256"] == sha256_bytes(record.encode())
     assert ident["sha256"] == sha256_bytes((pkg / "__init__.py").read_bytes())
+    # the distribution's RECORD: every file it installed, data too
+    files = {Path(p).relative_to(site).as_posix() for p in ident["files"]}
+    assert files == {"myops/__init__.py", "myops/weights.json", "myops-1.2.dist-info/METADATA"}
+    assert opidentity.drift({"gate": ident}) == []
+    (pkg / "weights.json").write_text('{"w": 2}\n')
+    (problem,) = opidentity.drift({"gate": ident})
+    assert "slots.gate yes" in problem and "weights.json" in problem
     bumped = {**ident, "version": "1.3"}
     assert opidentity.changes({"gate": ident}, {"gate": bumped}) == [
         "slots.gate: operator yes: version 1.2 -> 1.3"
@@ -192,9 +206,9 @@ def test_task_drift_is_its_own_check_in_status_and_verify(mini: Mini) -> None:
     assert f"lock: {want}" in status_json(out)["notes"]
     assert want in " ".join(cli("status", out).stdout.split())  # the console wraps
     res = cli("verify", out, "--json")
-    assert res.exit_code == 1
+    assert res.exit_code == 3
     checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
-    assert checks["tasks"]["status"] == "failed" and checks["tasks"]["problems"] == [want]
+    assert checks["tasks"]["status"] == "drift" and checks["tasks"]["problems"] == [want]
     # archive integrity still holds
     for name in ("chain", "signatures", "certificates", "locks", "evidence"):
         assert checks[name]["status"] == "ok", checks[name]
@@ -211,3 +225,143 @@ def test_certificate_and_signed_lock_checks() -> None:
     assert opidentity.signed_lock_problems({"gate": gate}, signed) == []
     assert opidentity.signed_lock_problems({"gate": other}, signed)
     assert opidentity.signed_lock_problems({"gate": other}, {}) == []  # a run from before the lock
+
+
+# -- the operator's whole package (issue 27) ------------------------------------------------
+
+TPOPS = {
+    "__init__.py": "MARGIN = 0.0\n",
+    "helpers.py": "def delta(a, b):\n    return a - b\n",
+    "unrelated.py": "X = 1\n",
+    "gates.py": textwrap.dedent("""\
+        from pydantic import BaseModel, ConfigDict
+        from rsiframe.api import GateContext, GateDecision, GateOperator
+
+        from tpops import MARGIN
+
+
+        class Config(BaseModel):
+            model_config = ConfigDict(extra="forbid")
+
+
+        class BeatsParent(GateOperator):
+            \"\"\"Admit a child whose gate score beats the parent's by MARGIN.\"\"\"
+
+            Config = Config
+
+            def gate(self, ctx: GateContext) -> GateDecision:
+                from .helpers import delta  # inside a function, relative: counted too
+
+                run = ctx.run
+                d = delta(run.score(ctx.candidate.id, "gate"), run.score(ctx.parent.id, "gate"))
+                return GateDecision(admit=d > MARGIN, reason=f"{d:+.3f}")
+        """),
+}
+
+
+@pytest.fixture
+def tpops(mini: Mini, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A researcher's operator package on sys.path, its gate named ``tpops.gates:...``."""
+    pkg = mini.root / "src" / "tpops"
+    pkg.mkdir(parents=True)
+    for name, text in TPOPS.items():
+        (pkg / name).write_text(text)
+    monkeypatch.syspath_prepend(str(pkg.parent))
+    text = mini.recipe.read_text()
+    mini.recipe.write_text(
+        text.replace(
+            "gate: {operator: improves_parent}", "gate: {operator: tpops.gates:BeatsParent}"
+        )
+    )
+    yield pkg
+    for name in [m for m in sys.modules if m == "tpops" or m.startswith("tpops.")]:
+        del sys.modules[name]
+
+
+def test_an_edit_anywhere_in_the_operators_package_is_code_changed(mini: Mini, tpops: Path) -> None:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=1")
+    assert res.exit_code == 0, res.stderr
+    gate = json.loads((out / "recipe.lock.json").read_text())["operators"]["gate"]
+    assert gate["kind"] == "module"
+    locked = {Path(p).name: d for p, d in gate["files"].items()}
+    assert set(locked) == {"__init__.py", "gates.py", "helpers.py"}  # not unrelated.py
+    assert locked["__init__.py"] == sha256_bytes(TPOPS["__init__.py"].encode())
+
+    (tpops / "unrelated.py").write_text("X = 2\n")  # not the operator's: nothing to say
+    assert cli("verify", out).exit_code == 0
+    init = tpops / "__init__.py"
+    init.write_text("MARGIN = -1.0  # admit everything\n")
+    res = cli("resume", out, "--quiet")
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "operator code changed since the run began" in res.stderr
+    assert f"code changed: {init.resolve()}" in res.stderr
+    notes = status_json(out)["notes"]
+    assert any("slots.gate" in n and str(init.resolve()) in n for n in notes), notes
+    res = cli("verify", out)
+    assert res.exit_code == 3, res.stderr
+    assert "DRIFT: the archive verifies" in res.stdout and "(operators)" in res.stdout
+    assert "drift: files on disk differ (operators)" in res.stderr
+    assert "__init__.py" in res.stderr
+
+    init.write_text(TPOPS["__init__.py"])
+    (tpops / "helpers.py").write_text("def delta(a, b):\n    return 1.0\n")
+    report = json.loads(cli("verify", out, "--json").stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert report["verdict"] == "drift" and "helpers.py" in checks["operators"]["detail"]
+    (tpops / "helpers.py").write_text(TPOPS["helpers.py"])
+    res = cli("verify", out)
+    assert res.exit_code == 0 and "OK: the archive verifies" in res.stdout
+
+
+def test_a_broken_archive_with_drift_is_failed_and_names_both(mini: Mini, tpops: Path) -> None:
+    out = mini.run_dir()
+    res = cli("run", mini.recipe, "--out", out, "--quiet", "--set", "budget.max_generations=0")
+    assert res.exit_code == 0, res.stderr
+    (tpops / "__init__.py").write_text("MARGIN = 9\n")
+    pubkey = out / "pubkey.pem"
+    pubkey.write_text("not a key\n")
+    res = cli("verify", out)
+    assert res.exit_code == 1
+    assert "FAILED: the archive does not verify (pubkey)" in res.stdout
+    assert "verification failed (pubkey)" in res.stderr
+
+
+def test_codefiles_follow_relative_and_absolute_imports_within_the_package(tmp_path: Path) -> None:
+    from rsiframe.slots import codefiles
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "import os\nfrom . import b\nfrom .sub import c\nimport pkg.d as d\n",
+        "b.py": "import json\n",
+        "d.py": "",
+        "unused.py": "",
+        "sub/__init__.py": "",
+        "sub/c.py": "from ..b import x\nfrom pkg import *\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    roots = [codefiles.Root(("pkg",), pkg)]
+    found = codefiles.local_modules(pkg / "a.py", ("pkg", "a"), roots)
+    assert {p.relative_to(pkg).as_posix() for p in found} == set(files) - {"unused.py"}
+    # a file operator: bare names of its folder, and the package that folder belongs to
+    (tmp_path / "helper.py").write_text("")
+    (tmp_path / "op.py").write_text("import helper\nfrom pkg.sub import c\n")
+    found = codefiles.local_modules(
+        tmp_path / "op.py", ("op",), codefiles.file_roots(tmp_path / "op.py")
+    )
+    assert {p.relative_to(tmp_path).as_posix() for p in found} == {
+        "op.py",
+        "helper.py",  # a bare name of its folder
+        "pkg/__init__.py",  # pkg.sub.c: a package within its folder, and what it imports
+        "pkg/sub/__init__.py",
+        "pkg/sub/c.py",
+        "pkg/b.py",
+    }
+    # a file operator inside a package: its imports of the package run the package's files
+    # (relative ones cannot: the file is loaded on its own)
+    c = pkg / "sub" / "c.py"
+    found = codefiles.local_modules(c, ("c",), codefiles.file_roots(c))
+    assert {p.relative_to(pkg).as_posix() for p in found} == {"__init__.py", "sub/c.py"}

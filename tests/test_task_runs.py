@@ -190,7 +190,7 @@ def test_the_gepa_recipe_stops_at_its_task_run_budget_on_sat3(tmp_path: Path) ->
 
     out, limit = tmp_path / "gepa", 200
     res = cli(
-        "run", REPO / "recipes" / "methods" / "gepa.yaml", "--out", out, "--quiet",
+        "run", REPO / "recipes" / "sat3" / "gepa.yaml", "--out", out, "--quiet",
         "--set", f"budget.max_task_runs={limit}", "--set", "budget.max_evaluations=null",
         "--set", "budget.max_generations=100", "--set", "budget.max_candidates=null",
     )  # fmt: skip

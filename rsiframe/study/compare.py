@@ -1,12 +1,13 @@
 """``rsiframe compare``: methods side by side, from verified, finished runs only.
 
-A *method* is a run's resolved recipe without ``name`` and ``random_seed`` (its digest is
-the method digest), so repeat runs that differ only by seed form one row, shown under its
-recipe name (the name most of its runs carry; the others are listed under the table). Each
-row holds the champion's train, gate and sealed score: the mean over runs with a 95 %
-two-level bootstrap CI (seeds and, within them, tasks); each pair of methods gets the sealed
-difference, an exact permutation test, Holm's correction and a verdict
-(:mod:`rsiframe.study.compare_stats`).
+A *method* is a run's resolved recipe without ``name``, ``description`` and ``random_seed``
+(its digest is the method digest), so repeat runs that differ only by seed form one row,
+shown under its recipe name (the name most of its runs carry; the others are listed under
+the table); a target run ``--method gepa`` is one method with the recipe ``extends:
+[target, methods/gepa]``. Each row holds the champion's train, gate and sealed score: the
+mean over runs with a 95 % two-level bootstrap CI (seeds and, within them, tasks); each
+pair of methods gets the sealed difference, an exact permutation test, Holm's correction
+and a verdict (:mod:`rsiframe.study.compare_stats`).
 
 Every run is verified first with verify's read side (:func:`load_run`: the hash chain and
 its signature, every certificate's signature and binding; :func:`lock_problems`); scores
@@ -46,7 +47,8 @@ from rsiframe.util.digest import sha256_json
 SPLITS = ("train", "gate", "sealed")
 #: the end states of a run that finished (failed and interrupted runs did not)
 ENDED = ("finished", "budget_exhausted")
-METHOD_EXCLUDES = ("name", "random_seed")
+#: what a repeat run may change, and prose
+METHOD_EXCLUDES = ("name", "description", "random_seed")
 #: runs per worker process before reading in parallel pays for starting processes
 PER_WORKER = 4
 
