@@ -1,4 +1,6 @@
-"""Shared fixtures: a private key folder per test and a tiny, fast task set with a seed."""
+"""Fixtures every test folder may use: a private key folder per test (autouse), the mini
+project, and the larger fixtures several folders share (built once per module or session).
+Helpers that are not fixtures live in tests/support/; no test imports this file."""
 
 from __future__ import annotations
 
@@ -12,9 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.cli import cli, cli_proc, events, status_json  # noqa: F401
-from tests.support.mini import AGENT, Mini, make_mini, recipe_text, write_tasks  # noqa: F401
-from tests.support.paths import REPO  # noqa: F401
+from tests.support.mini import Mini, make_mini
 
 if TYPE_CHECKING:
     from tests.support.grid import Grid

@@ -14,8 +14,8 @@ from rsiframe.archive.log import Event
 from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import RecordVerifier
 from rsiframe.errors import ArchiveCorrupt
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_candidate_rejected_has_one_key_set() -> None:

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import make_mini
+from tests.support.mini import make_mini
 
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.snapshot import SNAPSHOT, encode_state, save_snapshot

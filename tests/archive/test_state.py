@@ -5,7 +5,8 @@ import json
 import os
 from pathlib import Path
 import pytest
-from tests.conftest import AGENT, Mini, cli, cli_proc, events, make_mini, status_json
+from tests.support.cli import cli, cli_proc, events, status_json
+from tests.support.mini import make_mini, AGENT, Mini
 from rsiframe.archive.state import RunState
 from rsiframe.engine.budget import BudgetGuard, TaskCosts
 from rsiframe.recipe.schema import Budget

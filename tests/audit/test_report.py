@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import Mini, cli, status_json
-from tests.support.mini import run_mini
+from tests.support.cli import cli, status_json
+from tests.support.mini import Mini, run_mini
 
 
 def test_status_json_contract(mini: Mini) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rsiframe.audit.verify import CHECKS
-from tests.conftest import AGENT, Mini, cli, make_mini
+from tests.support.cli import cli
+from tests.support.mini import AGENT, Mini, make_mini
 from tests.support.verify import tree_digest, verify_json
 
 

@@ -20,7 +20,7 @@ import yaml
 
 from rsiframe.certs.signing import Signer
 from rsiframe.util.digest import canonical_json, sha256_bytes
-from tests.conftest import cli
+from tests.support.cli import cli
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 MANIFEST = yaml.safe_load((CORPUS / "cases.yaml").read_text())

@@ -12,7 +12,8 @@ import yaml
 from rsiframe.cli.doctor import MACHINE, needs
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, count_tokens
 from rsiframe.recipe.load import load
-from tests.conftest import REPO, cli
+from tests.support.cli import cli
+from tests.support.paths import REPO
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import Mini, cli
-from tests.support.cli import assert_user_error, edit
+from tests.support.cli import assert_user_error, cli, edit
+from tests.support.mini import Mini
 
 
 def test_slot_name_typo_leads_with_the_unknown_key(mini: Mini) -> None:

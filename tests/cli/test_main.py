@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import cli, cli_proc, make_mini
+from tests.support.cli import cli, cli_proc
+from tests.support.mini import make_mini
 
 
 def test_help_explains() -> None:

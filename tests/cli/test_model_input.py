@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, cli
+from tests.support.cli import cli
+from tests.support.paths import REPO
 
 GOOD_MODEL = {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "BAD_INPUT_KEY", "model": "m"}
 

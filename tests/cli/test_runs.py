@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Mini, cli, cli_proc, events, status_json
-from tests.support.cli import assert_user_error, edit
+from tests.support.cli import assert_user_error, cli, cli_proc, edit, events, status_json
+from tests.support.mini import Mini
 
 # -- bad recipes -----------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import Mini, cli
-from tests.support.cli import assert_user_error, edit
+from tests.support.cli import assert_user_error, cli, edit
+from tests.support.mini import Mini
 
 
 def test_recipe_show_resolves_overrides(mini: Mini) -> None:

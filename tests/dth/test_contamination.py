@@ -170,7 +170,7 @@ def test_strings_at_any_depth_are_read(tmp_path: Path) -> None:
 def test_reject_ends_the_candidate_naming_gate_items_and_counting_sealed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.conftest import cli_proc
+    from tests.support.cli import cli_proc
 
     monkeypatch.setenv("RSIFRAME_CACHE_DIR", str(tmp_path / "cache"))
     r, _gate_word, sealed_word = planted_run(tmp_path, "reject")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.support.cli import cli
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
 

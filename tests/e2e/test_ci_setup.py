@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.support.aptsources import DEB822, MIRROR
-from tests.support.paths import CI_SETUP
+from tests.support.paths import CI_SETUP, REPO
 
 pytestmark = pytest.mark.e2e
 

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, events
+from tests.support.cli import cli, events
 from tests.support.mini import outcome
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
 
 
 def test_sat3_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) -> None:
-    recipe = Path(__file__).resolve().parents[2] / "recipes" / "sat3-quickstart.yaml"
+    recipe = REPO / "recipes" / "sat3-quickstart.yaml"
     got = []
     for k in (1, 4):
         out = tmp_path / f"k{k}"
@@ -30,7 +31,7 @@ def test_dth_builds_in_flight_give_the_same_candidates_as_one_at_a_time(tmp_path
     """The quickstart's shape (D/T/H builds, generational, K=2): two children are built,
     trained and evaluated at once, and the candidates, models and champion are those of
     K=1. Each run has a cache of its own, so both really train."""
-    from tests.conftest import cli_proc
+    from tests.support.cli import cli_proc
     from tests.support.dth import recipe, write_seed, write_tasks
 
     write_seed(tmp_path / "seed")

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 def test_flag_records_the_overlap_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.conftest import cli_proc
+    from tests.support.cli import cli_proc
 
     monkeypatch.setenv("RSIFRAME_CACHE_DIR", str(tmp_path / "cache"))
     r, _gate_word, sealed_word = planted_run(tmp_path, "flag")

@@ -11,7 +11,7 @@ import yaml
 
 from rsiframe.dth.hostfacts import FACTS
 from rsiframe.sandbox.bwrap import make_sandbox
-from tests.conftest import cli_proc, events
+from tests.support.cli import cli_proc, events
 from tests.support.dth import recipe, write_seed, write_tasks
 
 #: the runs of this module share one build cache's host key (tests/conftest.py)

@@ -16,6 +16,7 @@ from rsiframe.recipe.evaluator import HarborEngineConfig
 from rsiframe.recipe.models import ModelSpec
 from rsiframe.sandbox.bwrap import bwrap_works
 from tests.support.gateway import PROVIDER_SECRET
+from tests.support.paths import REPO
 from tests.support.store import Store
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +34,7 @@ def test_the_terminal_seed_agent_solves_a_task_on_harbor_through_the_gateway(
     from rsiframe.evaluators.registry import run_tasks
     from rsiframe.tasks.taskset import TaskSet
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     step = {
         "analysis": "empty folder",
         "plan": "write the file",
@@ -84,7 +85,7 @@ def test_the_terminal_seed_agent_solves_a_task_on_harbor_through_the_gateway(
 def test_harbor_hill_climb_evolves_the_agents_prompt_against_the_stub(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.conftest import REPO, cli, events, status_json
+    from tests.support.cli import cli, events, status_json
 
     done = {"analysis": "", "plan": "", "commands": [], "task_complete": True}
     edit = (

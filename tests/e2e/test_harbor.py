@@ -15,9 +15,9 @@ from rsiframe.evaluators.local import LocalEngine
 from rsiframe.evaluators.registry import run_tasks
 from rsiframe.recipe.evaluator import HarborEngineConfig, LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
-from tests.conftest import REPO, cli
+from tests.support.cli import cli
 from tests.support.harbor import SOLVER, harbor_recipe
-from tests.support.paths import SAT3
+from tests.support.paths import REPO, SAT3
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from rsiframe.dth.hostfacts import KERNEL_ENV
-from tests.conftest import cli_proc
+from tests.support.cli import cli_proc
 from tests.support.dth import recipe, write_seed, write_tasks
 
 pytestmark = pytest.mark.e2e

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
 
 
 def _bench():

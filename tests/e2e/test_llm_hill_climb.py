@@ -20,7 +20,8 @@ import pytest
 
 from rsiframe.dth.serving import SCRIPT, ModelServer
 from rsiframe.sandbox.bwrap import make_sandbox
-from tests.conftest import REPO, events, status_json
+from tests.support.cli import events, status_json
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.mark.parametrize("method", ["hill_climb", "dgm", "gepa", "islands"])
 def test_offline_method_recipes_run_end_to_end_on_sat3(tmp_path: Path, method: str) -> None:
-    from tests.conftest import REPO, cli, status_json
+    from tests.support.cli import cli, status_json
+    from tests.support.paths import REPO
 
     out = tmp_path / method
     res = cli(
@@ -34,7 +35,8 @@ def test_offline_method_recipes_run_end_to_end_on_sat3(tmp_path: Path, method: s
 
 
 def test_hyperagents_recipe_evolves_its_own_candidate_carried_mutator(tmp_path: Path) -> None:
-    from tests.conftest import REPO, cli, status_json
+    from tests.support.cli import cli, status_json
+    from tests.support.paths import REPO
 
     out = tmp_path / "hyperagents"
     res = cli(

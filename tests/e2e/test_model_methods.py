@@ -13,7 +13,9 @@ import pytest
 
 from rsiframe.archive.log import get_artifact
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
-from tests.conftest import REPO, cli, events, make_mini, status_json
+from tests.support.cli import cli, events, status_json
+from tests.support.mini import make_mini
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
 

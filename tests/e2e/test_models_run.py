@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rsiframe.gateway.stub import Answer
-from tests.conftest import cli_proc, status_json
+from tests.support.cli import cli_proc, status_json
 from tests.support.modelsrig import EDIT, Rig, ledger, model_calls, paid
 
 pytestmark = pytest.mark.e2e

@@ -24,12 +24,10 @@ from rsiframe.evaluators.local import LocalEngine
 from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
 from tests.support.dth import BUILD, tiny_model, write_seed, write_tasks
+from tests.support.paths import REPO
 from tests.support.serving import busy
 
 pytestmark = pytest.mark.e2e
-
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 # -- the seed's harness in a real evaluation ----------------------------------------------

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli_proc, events
+from tests.support.cli import cli_proc, events
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, events
+from tests.support.cli import cli, events
 from tests.support.ray import RAY, certified
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("local_ray")]

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli_proc, events, status_json
+from tests.support.cli import cli_proc, events, status_json
+from tests.support.paths import REPO
 from tests.support.ray import RAY, certified
 
 pytest.importorskip("ray", reason="the cluster extra (ray) is not installed")

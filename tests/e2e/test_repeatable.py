@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from rsiframe.archive.log import get_artifact
-from tests.conftest import cli_proc, events
+from tests.support.cli import cli_proc, events
 from tests.support.dth import recipe, write_seed, write_tasks
 
 pytestmark = pytest.mark.e2e

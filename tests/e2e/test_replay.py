@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
-from tests.conftest import Mini, cli_proc, events, make_mini
+from tests.support.cli import cli_proc, events
+from tests.support.mini import Mini, make_mini
 
 pytestmark = pytest.mark.e2e
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, events, status_json
+from tests.support.cli import cli, events, status_json
 
 pytestmark = pytest.mark.e2e
 
 
 def test_the_gepa_recipe_stops_at_its_task_run_budget_on_sat3(tmp_path: Path) -> None:
-    from tests.conftest import REPO
+    from tests.support.paths import REPO
 
     out, limit = tmp_path / "gepa", 200
     res = cli(

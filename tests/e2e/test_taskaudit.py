@@ -18,8 +18,8 @@ from rsiframe.evaluators import taskhacks
 from rsiframe.evaluators.taskaudit import audit
 from rsiframe.sandbox import cgroups
 from rsiframe.tasks.taskset import file_rows
-from tests.conftest import REPO, cli
-from tests.support.paths import AUDIT_FIXTURES, TASKSET_CORPUS
+from tests.support.cli import cli
+from tests.support.paths import AUDIT_FIXTURES, REPO, TASKSET_CORPUS
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli
+from tests.support.cli import cli
 from tests.support.paths import TERMINAL
 from tests.support.taskcheck import copy_tasks
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli
+from tests.support.cli import cli
 from tests.support.verify import tree_digest, verify_json
 
 pytestmark = pytest.mark.e2e
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.e2e
 
 def test_a_sat3_run_reproduces_exactly(tmp_path: Path) -> None:
     """The shipped SAT task set is deterministic: the champion reproduces with tolerance 0."""
-    from tests.conftest import REPO
+    from tests.support.paths import REPO
 
     out = tmp_path / "sat"
     res = cli(

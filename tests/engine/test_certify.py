@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -12,8 +11,8 @@ from rsiframe.archive.log import Event
 from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import Signer
 from rsiframe.engine.certify import Binding, FinishedEvaluation, certify
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 BINDING = Binding("run-1", "r" * 64, "e" * 64, "t" * 64, "bwrap")
 
 

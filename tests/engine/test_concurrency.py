@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Mini, cli, events, make_mini, status_json
-from tests.support.mini import outcome, run_named
+from tests.support.cli import cli, events, status_json
+from tests.support.mini import Mini, make_mini, outcome, run_named
 
 
 def test_generational_k1_and_k4_give_the_same_candidates(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from rsiframe.archive.log import EVENTS, Archive
 from rsiframe.engine.loop import Engine
 from rsiframe.evaluators.local import LocalEngine
 from rsiframe.slots.calls import OperatorCalls
-from tests.conftest import Mini
+from tests.support.mini import Mini
 
 
 def test_the_archive_fsyncs_every_append_unless_the_writer_groups_them(

@@ -13,8 +13,8 @@ from rsiframe.api import InformationFlowError
 from rsiframe.engine.loop import Engine
 from rsiframe.errors import SandboxError
 from rsiframe.repo.candidates import CandidateRepo
-from tests.conftest import Mini, cli, events, make_mini, status_json
-from tests.support.mini import run_mini
+from tests.support.cli import cli, events, status_json
+from tests.support.mini import Mini, make_mini, run_mini
 
 TERMINAL = {"admitted", "declined", "rejected", "abandoned"}
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rsiframe.archive.runfolder import RunLock, RunPaths
-from tests.conftest import Mini, cli, events, status_json
+from tests.support.cli import cli, events, run_proc, status_json
+from tests.support.mini import Mini
 
 TERMINAL = {"admitted", "declined", "rejected", "abandoned"}
 
@@ -44,16 +45,6 @@ BOUNDARIES = [
     ("torn:candidate_proposed:2", "torn"),
     ("torn:candidate_mutated:1", "torn"),  # the seed's commit event torn
 ]
-
-
-def run_proc(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rsiframe.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, **env},
-    )
 
 
 @pytest.mark.parametrize(("fault", "expect"), BOUNDARIES, ids=[b[0] for b in BOUNDARIES])

@@ -7,8 +7,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.conftest import Mini, cli, events, make_mini, status_json
+from tests.support.cli import cli, events, status_json
 from tests.support.merge import edit_recipe, run_and_verify
+from tests.support.mini import Mini, make_mini
 
 STAGES = "  stages: [{split: train, tasks: 2, min_score: 0.5}, {split: train}]\n"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from rsiframe.engine.budget import TaskCosts
-from tests.conftest import AGENT, Mini, cli, cli_proc, events, make_mini, status_json
+from tests.support.cli import cli, cli_proc, events, status_json
+from tests.support.mini import AGENT, Mini, make_mini
 
 LIMIT = 60
 

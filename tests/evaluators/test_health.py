@@ -10,7 +10,8 @@ from pathlib import Path
 from rsiframe.archive.log import get_artifact, get_json
 from rsiframe.archive.runfolder import RunPaths
 from rsiframe.evaluators import health
-from tests.conftest import Mini, cli, events, status_json
+from tests.support.cli import cli, events, status_json
+from tests.support.mini import Mini
 
 
 def _run(mini: Mini, *sets: str) -> tuple[Path, object]:

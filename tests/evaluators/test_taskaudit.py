@@ -19,8 +19,8 @@ import pytest
 
 from rsiframe.evaluators import hackagent, taskhacks
 from rsiframe.tasks.taskset import load_task
-from tests.conftest import REPO, cli
-from tests.support.paths import AUDIT_FIXTURES
+from tests.support.cli import cli
+from tests.support.paths import AUDIT_FIXTURES, REPO
 
 # -- planted code: harmless to parse, reports whenever it runs --------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.conftest import cli
+from tests.support.cli import cli
 from tests.support.taskcheck import copy_tasks
 
 

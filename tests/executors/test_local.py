@@ -6,7 +6,8 @@ import base64
 import json
 from pathlib import Path
 
-from tests.conftest import Mini, cli, events
+from tests.support.cli import cli, events
+from tests.support.mini import Mini
 
 
 def _statements(run_dir: Path) -> list[dict]:

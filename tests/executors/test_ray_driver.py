@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Mini, cli, events, make_mini, status_json
+from tests.support.cli import cli, events, status_json
+from tests.support.mini import Mini, make_mini
 from tests.support.ray import RAY, certified
 
 ray = pytest.importorskip("ray", reason="the cluster extra (ray) is not installed")

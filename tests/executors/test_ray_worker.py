@@ -21,7 +21,7 @@ from rsiframe.executors.ray_worker import (
 from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.repo.candidates import CandidateRepo
 from rsiframe.repo.gittree import snapshot
-from tests.conftest import Mini
+from tests.support.mini import Mini
 
 
 def test_a_packed_tree_round_trips_and_is_verified(tmp_path: Path) -> None:

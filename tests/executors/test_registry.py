@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rsiframe.recipe.executor import ExecutorSpec
-from tests.conftest import Mini, cli, make_mini
+from tests.support.cli import cli
+from tests.support.mini import Mini, make_mini
 
 
 @pytest.mark.parametrize(

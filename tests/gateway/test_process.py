@@ -9,6 +9,7 @@ from pathlib import Path
 from rsiframe import llm
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 from tests.support.gateway import MSG, PROVIDER_KEY
+from tests.support.paths import REPO
 
 
 def test_the_gateway_runs_as_its_own_process(tmp_path: Path) -> None:
@@ -17,7 +18,7 @@ def test_the_gateway_runs_as_its_own_process(tmp_path: Path) -> None:
 
     stub = StubLLM(Script(answers=[Answer(content="from the process")]))
     srv = ServerThread(stub.app).start()
-    recipe = Path(__file__).resolve().parents[2] / "recipes" / "llm-hill-climb.yaml"
+    recipe = REPO / "recipes" / "llm-hill-climb.yaml"
     env = {**os.environ, "LLM_BASE_URL": srv.url, "LLM_API_KEY": PROVIDER_KEY}
     cmd = [sys.executable, "-m", "rsiframe.gateway.app", "--recipe", str(recipe)]
     proc = subprocess.Popen(

@@ -11,7 +11,7 @@ import pytest
 
 from rsiframe.gateway.stub import Answer
 from rsiframe.sandbox.bwrap import bwrap_works
-from tests.conftest import cli, status_json
+from tests.support.cli import cli, status_json
 from tests.support.modelsrig import EDIT, PROVIDER_KEY, Rig, ledger, model_calls, paid
 
 

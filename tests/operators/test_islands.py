@@ -108,7 +108,8 @@ def test_islands_migrate_from_the_ring_neighbour_on_migration_generations() -> N
 
 
 def test_islands_placement_is_recorded_folded_and_shown(tmp_path: Path) -> None:
-    from tests.conftest import cli, events, make_mini, status_json
+    from tests.support.cli import cli, events, status_json
+    from tests.support.mini import make_mini
 
     mini = make_mini(tmp_path / "proj", generations=2, children=3)
     res = cli(

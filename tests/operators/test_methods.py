@@ -18,7 +18,8 @@ import pytest
     ],
 )
 def test_method_operators_drive_a_real_run(tmp_path: Path, sets: list[str]) -> None:
-    from tests.conftest import cli, make_mini, status_json
+    from tests.support.cli import cli, status_json
+    from tests.support.mini import make_mini
 
     mini = make_mini(tmp_path / "proj", generations=2, children=2)
     res = cli(

@@ -168,7 +168,8 @@ def test_round_robin_refuses_a_component_outside_the_surface(tmp_path: Path) -> 
 
 
 def test_round_robin_with_an_unknown_inner_operator_is_one_line(tmp_path: Path) -> None:
-    from tests.conftest import cli, make_mini
+    from tests.support.cli import cli
+    from tests.support.mini import make_mini
 
     mini = make_mini(tmp_path / "proj")
     res = cli(
@@ -190,7 +191,7 @@ RR = ["--set", "slots.mutate.config.order=round_robin"]
 
 def knob_turns(run_dir: Path) -> dict[str, tuple[str | None, int, str]]:
     """Each child's parent, generation and the knob its mutation changed, from the events."""
-    from tests.conftest import events
+    from tests.support.cli import events
 
     proposed: dict[str, tuple[str | None, int]] = {}
     out: dict[str, tuple[str | None, int, str]] = {}
@@ -205,7 +206,8 @@ def knob_turns(run_dir: Path) -> dict[str, tuple[str | None, int, str]]:
 
 
 def test_round_robin_order_survives_sigkill_and_resume(tmp_path: Path) -> None:
-    from tests.conftest import cli, make_mini
+    from tests.support.cli import cli
+    from tests.support.mini import make_mini
 
     mini = make_mini(tmp_path / "proj", generations=3, children=3)
     straight = tmp_path / "straight"

@@ -223,7 +223,8 @@ def test_fallback_only_when_the_recipe_allows(
 
 @needs_bwrap
 def test_a_run_records_the_isolation_of_each_mutation(tmp_path: Path) -> None:
-    from tests.conftest import cli, events, make_mini
+    from tests.support.cli import cli, events
+    from tests.support.mini import make_mini
 
     mini = make_mini(tmp_path / "p", generations=1, children=2)
     text = mini.recipe.read_text()

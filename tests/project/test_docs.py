@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 DOC = (REPO / "docs" / "reference.md").read_text()
 
@@ -39,7 +39,7 @@ def test_the_knob_example_is_a_valid_space() -> None:
 
 
 def test_operators_describe_knobs_shows_the_space_format() -> None:
-    from tests.conftest import cli
+    from tests.support.cli import cli
 
     res = cli("operators", "describe", "knobs")
     assert res.exit_code == 0

@@ -10,7 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 FOLDERS = {"rsiframe": "rsiframe", "operators": "rsiframe.operators", "viewer": "rsiframe.viewer"}
 

@@ -3,9 +3,8 @@ nothing but the CLI imports it is the package order's rule, tests/test_architect
 
 from __future__ import annotations
 
-from pathlib import Path
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 #: what the viewer may use of the mechanism: reading, folding, reporting
 READ_SIDE = {
     "rsiframe.archive.log",
@@ -41,7 +40,7 @@ BELOW_READ_SIDE = {
 
 
 def test_viewer_imports_only_the_read_side() -> None:
-    from tests.project.test_architecture import imports_of
+    from tests.support.imports import imports_of
 
     for p in (REPO / "viewer").rglob("*.py"):
         inner = {m for m in imports_of(p) if not m.startswith("rsiframe.viewer")}
@@ -49,7 +48,7 @@ def test_viewer_imports_only_the_read_side() -> None:
 
 
 def test_the_viewer_reaches_only_the_read_side_transitively() -> None:
-    from tests.project.test_architecture import closure
+    from tests.support.imports import closure
 
     reached = {
         m

@@ -6,7 +6,7 @@ import pytest
 
 from rsiframe.recipe import load as recipe_mod
 from rsiframe.recipe.executor import ExecutorSpec, with_address
-from tests.conftest import Mini
+from tests.support.mini import Mini
 
 
 def test_the_default_executor_leaves_the_recipe_digest_alone(mini: Mini) -> None:

@@ -9,7 +9,7 @@ import pytest
 from rsiframe.errors import RecipeError
 from rsiframe.recipe import load as recipe_mod
 from rsiframe.recipe import overrides as overrides_mod
-from tests.conftest import make_mini
+from tests.support.mini import make_mini
 
 
 def test_merge_rules() -> None:

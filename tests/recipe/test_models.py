@@ -12,8 +12,7 @@ import yaml
 
 from rsiframe.errors import RecipeError
 from rsiframe.recipe.models import ModelSpec, Price, check_models
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
 
 def _spec(**kw) -> ModelSpec:

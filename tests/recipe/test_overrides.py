@@ -11,7 +11,9 @@ from rsiframe.recipe import load as recipe_mod
 from rsiframe.recipe import overrides as ov
 from rsiframe.viewer.source import RunSource
 from rsiframe.viewer.widgets.runs_table import run_cells
-from tests.conftest import REPO, Mini, cli, status_json
+from tests.support.cli import cli, status_json
+from tests.support.mini import Mini
+from tests.support.paths import REPO
 
 TOURNAMENT = REPO / "recipes" / "sat3-quickstart-tournament.yaml"
 

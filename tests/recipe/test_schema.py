@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Mini, cli
+from tests.support.cli import cli
+from tests.support.mini import Mini
 
 # -- bad input --------------------------------------------------------------------------
 

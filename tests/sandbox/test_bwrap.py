@@ -25,13 +25,12 @@ from rsiframe.sandbox.bwrap import (
     host_secrets,
     make_sandbox,
 )
+from tests.support.paths import REPO
 
 HAVE_BWRAP = bwrap_works()
 needs_bwrap = pytest.mark.skipif(
     not HAVE_BWRAP, reason="platform limit: bubblewrap is not installed or cannot make namespaces"
 )
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _sh(

@@ -128,7 +128,8 @@ def test_a_docker_engine_that_is_down_is_bad_input(monkeypatch) -> None:
 def test_a_recipe_on_docker_with_the_engine_down_stops_at_preflight(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from tests.conftest import REPO, cli
+    from tests.support.cli import cli
+    from tests.support.paths import REPO
 
     recipe = (REPO / "recipes" / "sat3-quickstart.yaml").read_text()
     (tmp_path / "r.yaml").write_text(

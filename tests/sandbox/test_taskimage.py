@@ -14,10 +14,9 @@ import pytest
 from rsiframe.errors import EngineUnavailable, TaskSetError
 from rsiframe.sandbox.bwrap import Mount, make_sandbox
 from rsiframe.sandbox.taskimage import TaskImages, packages
+from tests.support.paths import TERMINAL
 
 BASE = "rsiframe-base:bookworm"
-REPO = Path(__file__).resolve().parents[2]
-TERMINAL = REPO / "tasks" / "terminal"
 
 
 def dockerfile(tmp_path: Path, text: str) -> Path:
@@ -178,7 +177,8 @@ def test_an_evaluation_in_docker_runs_the_oracle_in_the_task_image(
 def test_a_docker_recipe_whose_task_does_more_stops_at_preflight(docker_sb, tmp_path: Path) -> None:
     import yaml
 
-    from tests.conftest import cli, make_mini
+    from tests.support.cli import cli
+    from tests.support.mini import make_mini
 
     mini = make_mini(tmp_path / "proj", sandbox="docker")
     root = mini.root / "set"

@@ -11,7 +11,7 @@ import pytest
 from rsiframe.selftest.common import sound
 from rsiframe.selftest.experiment import build
 from rsiframe.selftest.runner import run_trial
-from tests.conftest import cli
+from tests.support.cli import cli
 from tests.support.scenarios import FAST_SCENARIOS
 
 

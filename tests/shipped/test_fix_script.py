@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 # -- tasks/terminal/fix-script: the audit found its check running the agent's script where
 # it could write the reward; the script now runs confined ---------------------------------

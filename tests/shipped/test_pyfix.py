@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from rsiframe.tasks.taskset import TaskSet
-
-PYFIX = Path(__file__).resolve().parents[2] / "tasks" / "pyfix"
+from tests.support.paths import PYFIX
 
 
 def _generator():

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rsiframe.sandbox.bwrap import BwrapSandbox, Mount
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from tests.support.pyfix import (
     LOOKUP,
     PYFIX,

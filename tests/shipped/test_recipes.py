@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.support.cli import cli
+from tests.support.paths import REPO
 
 RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
 

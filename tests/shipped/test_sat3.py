@@ -19,11 +19,10 @@ import pytest
 from rsiframe.evaluators.local import LocalEngine
 from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
-from tests.conftest import REPO
+from tests.support.paths import REPO, SAT3
 
-SAT3 = REPO / "tasks" / "sat3"
 sys.path.insert(0, str(SAT3 / "seed"))
-import solver as seed_solver  # noqa: E402
+import solver as seed_solver
 
 #: a solver that ignores the budget (full search) and claims it made no decisions
 CHEAT = """\

@@ -20,8 +20,7 @@ import pytest
 import yaml
 
 from rsiframe.tasks.taskset import TaskSet, file_rows
-from tests.conftest import REPO
-from tests.support.paths import TEXTOPS
+from tests.support.paths import REPO, TEXTOPS
 
 SEED = TEXTOPS / "seed"
 

@@ -17,8 +17,8 @@ from rsiframe.recipe import load as recipe_mod
 from rsiframe.slots import identity as opidentity
 from rsiframe.slots import registry
 from rsiframe.util.digest import sha256_bytes
-from tests.conftest import Mini, cli, events, status_json
-from tests.engine.test_resume import run_proc
+from tests.support.cli import cli, events, run_proc, status_json
+from tests.support.mini import Mini
 
 GATE = textwrap.dedent("""\
     from pydantic import BaseModel, ConfigDict

@@ -10,7 +10,8 @@ from rsiframe.api import INFORMATION, InformationFlowError
 from rsiframe.archive.loader import load_run
 from rsiframe.engine.loop import Engine
 from rsiframe.sandbox.bwrap import bwrap_works
-from tests.conftest import Mini, cli, events, make_mini, status_json
+from tests.support.cli import cli, events, status_json
+from tests.support.mini import Mini, make_mini
 
 
 def _driven(mini: Mini, *sets: str) -> Engine:

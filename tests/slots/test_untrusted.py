@@ -26,7 +26,9 @@ from rsiframe.sandbox.bwrap import bwrap_works
 from rsiframe.slots import oprunner
 from rsiframe.slots.registry import resolve
 from rsiframe.slots.untrusted import UntrustedConfig, UntrustedOperator, UntrustedOperatorError
-from tests.conftest import Mini, cli, events, make_mini, status_json
+from tests.support.cli import cli, events, status_json
+from tests.support.mini import Mini, make_mini
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.skipif(
     not bwrap_works(),
@@ -159,7 +161,7 @@ def test_the_sandbox_hides_the_host(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (keys / "run.key").write_text("PRIVATE")
     monkeypatch.setenv("RSIFRAME_KEY_DIR", str(keys))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     probe = f"""
     class Op(MutateOperator):
         def mutate(self, ctx):

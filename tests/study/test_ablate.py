@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import cli, make_mini
+from tests.support.cli import cli
 from tests.support.grid import Grid
+from tests.support.mini import make_mini
 
 # -- ablate ---------------------------------------------------------------------------
 

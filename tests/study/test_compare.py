@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, events, make_mini, status_json
+from tests.support.cli import cli, events, status_json
 from tests.support.grid import Grid
+from tests.support.mini import make_mini
 
 METHOD_KEYS = {
     "name",

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import AGENT, cli, cli_proc, recipe_text, status_json, write_tasks
+from tests.support.cli import cli, cli_proc, status_json
+from tests.support.mini import AGENT, recipe_text, write_tasks
 
 NEEDS = {
     "train": [1, 3, 5, 7],

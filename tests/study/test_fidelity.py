@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rsiframe.study.fidelity import ItemResult, judge
-from tests.conftest import cli, make_mini
+from tests.support.cli import cli
+from tests.support.mini import make_mini
 
 # -- fidelity --------------------------------------------------------------------------
 

@@ -60,3 +60,13 @@ def edit(mini: Mini, old: str, new: str) -> None:
     text = mini.recipe.read_text()
     assert old in text
     mini.recipe.write_text(text.replace(old, new))
+
+
+def run_proc(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rsiframe.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **env},
+    )

@@ -12,10 +12,7 @@ from rsiframe.evaluators.local import LocalEngine
 from rsiframe.evaluators.registry import run_tasks
 from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.tasks.taskset import TaskSet
-from tests.support.paths import REPO
-
-PYFIX = REPO / "tasks" / "pyfix"
-
+from tests.support.paths import PYFIX
 
 AGENT = 'cp "$RSI_CANDIDATE/module.py" "$RSI_APP/mean.py"'
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
 import shutil
 from pathlib import Path
 
@@ -29,7 +28,9 @@ from rsiframe.viewer.widgets.lineage_tree import LineageTree
 from rsiframe.viewer.widgets.notes_view import NotesView
 from rsiframe.viewer.widgets.paged_text import PagedText
 from rsiframe.viewer.widgets.run_header import RunHeader
-from tests.conftest import cli, make_mini
+from tests.support.cli import cli
+from tests.support.mini import make_mini
+from tests.support.viewer import plain, settle
 
 
 @pytest.fixture(scope="module")
@@ -58,16 +59,6 @@ def fingerprint(root: Path) -> dict[str, tuple[int, int, str]]:
         elif p.is_dir():
             out[str(p.relative_to(root)) + "/"] = (0, p.stat().st_mtime_ns, "")
     return out
-
-
-async def settle(app: ViewerApp, pilot, timeout: float = 10.0) -> None:
-    """Wait until the current screen has read what it needs."""
-    await pilot.pause()
-    for _ in range(int(timeout / 0.02)):
-        if app.screen_loaded() and not app._busy:
-            break
-        await asyncio.sleep(0.02)
-    await pilot.pause()
 
 
 def test_source_folds_like_load_run(run_dir: Path) -> None:
@@ -105,7 +96,7 @@ def test_every_screen_and_nothing_written(run_dir: Path) -> None:
             assert isinstance(app.screen, RunScreen)
             table = app.screen.query_one(CandidatesTable)
             assert table.row_count == len(report.candidates)
-            header = _plain(app.screen.query_one(RunHeader))
+            header = plain(app.screen.query_one(RunHeader))
             assert "finished" in header and champion in header
 
             # filter with `/`, then clear it with escape
@@ -130,13 +121,13 @@ def test_every_screen_and_nothing_written(run_dir: Path) -> None:
             screen = app.screen
             assert isinstance(screen, CandidateScreen) and screen.cid == champion
             diff = screen.query_one(DiffView)
-            shown = " ".join(_plain(s) for s in diff.query("Static"))
+            shown = " ".join(plain(s) for s in diff.query("Static"))
             assert "config.yaml" in shown
             await pilot.press("2")
             await pilot.pause()
             assert screen.query_one(TabbedContent).active == "certificates"
             certs = screen.query_one(CertificatesView)
-            assert "signature verifies" in _plain(certs)
+            assert "signature verifies" in plain(certs)
             await pilot.press("3")
             await pilot.pause()
             rewards = screen.query_one("#rewards-table", DataTable)
@@ -165,7 +156,7 @@ def test_every_screen_and_nothing_written(run_dir: Path) -> None:
             assert paged.verdict == "hash ✓"
             await pilot.press("5")
             await settle(app, pilot)
-            notes = _plain(screen.query_one(NotesView))
+            notes = plain(screen.query_one(NotesView))
             assert "operator notes" in notes and "gate" in notes
 
             # the parent, then back
@@ -226,7 +217,7 @@ def test_runs_screen_and_recipe_diff(run_dir: Path, tmp_path: Path) -> None:
             await settle(app, pilot)
             await pilot.press("down")
             await pilot.pause()
-            body = _plain(app.screen.query_one("#recipe-diff"))
+            body = plain(app.screen.query_one("#recipe-diff"))
             assert "-      top_k: 2" in body and "+      top_k: 1" in body
             await pilot.press("escape", "escape")
             await pilot.pause()
@@ -276,7 +267,7 @@ def test_tampered_archive_is_shown_not_trusted(run_dir: Path, tmp_path: Path) ->
         app = ViewerApp(bad)
         async with app.run_test(size=(120, 40)) as pilot:
             await settle(app, pilot)
-            header = _plain(app.screen.query_one(RunHeader))
+            header = plain(app.screen.query_one(RunHeader))
             assert "unreadable" in header and "hash chain broken" in header
 
     asyncio.run(drive())
@@ -295,16 +286,6 @@ def _walk(node):
     yield node
     for child in node.children:
         yield from _walk(child)
-
-
-def _plain(widget) -> str:
-    """The text a Static shows, as the terminal would print it."""
-    from rich.console import Console
-
-    console = Console(width=200, record=True, file=io.StringIO())
-    content = getattr(widget, "content", None)
-    console.print(content if content is not None else widget.render())
-    return console.export_text()
 
 
 def test_liveness_is_read_from_the_kernel_without_locking(run_dir: Path, tmp_path: Path) -> None:

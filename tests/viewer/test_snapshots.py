@@ -7,65 +7,42 @@ Update after an intended change with ``pytest tests/test_viewer_snapshots.py --s
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import io
-import sys
 from pathlib import Path
 
 import pytest
 
 from rsiframe.viewer.app import ViewerApp
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_viewer", REPO / "bench" / "viewer.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_viewer"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+from tests.support.viewer import bench_module, plain, ready
 
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("snap")
-    return _bench().build_run(root / "run", 40, per_generation=4)
-
-
-async def _ready(pilot) -> None:
-    app = pilot.app
-    for _ in range(500):
-        await pilot.pause()
-        if app.screen_loaded() and not app._busy:
-            break
-        await asyncio.sleep(0.02)
-    await pilot.pause()
+    return bench_module().build_run(root / "run", 40, per_generation=4)
 
 
 def test_run_screen_80x24(snap_compare, synthetic: Path) -> None:
-    assert snap_compare(ViewerApp(synthetic), terminal_size=(80, 24), run_before=_ready)
+    assert snap_compare(ViewerApp(synthetic), terminal_size=(80, 24), run_before=ready)
 
 
 def test_run_screen_200x50(snap_compare, synthetic: Path) -> None:
-    assert snap_compare(ViewerApp(synthetic), terminal_size=(200, 50), run_before=_ready)
+    assert snap_compare(ViewerApp(synthetic), terminal_size=(200, 50), run_before=ready)
 
 
 def test_lineage_screen(snap_compare, synthetic: Path) -> None:
     async def lineage(pilot) -> None:
-        await _ready(pilot)
+        await ready(pilot)
         await pilot.press("l")
-        await _ready(pilot)
+        await ready(pilot)
 
     assert snap_compare(ViewerApp(synthetic), terminal_size=(100, 30), run_before=lineage)
 
 
 def test_candidate_screen(snap_compare, synthetic: Path) -> None:
     async def candidate(pilot) -> None:
-        await _ready(pilot)
+        await ready(pilot)
         await pilot.press("c", "enter")
-        await _ready(pilot)
+        await ready(pilot)
 
     assert snap_compare(ViewerApp(synthetic), terminal_size=(100, 30), run_before=candidate)
 
@@ -88,13 +65,13 @@ def test_rejected_and_failed_candidates_show_why(synthetic: Path) -> None:
         table = app.screen.query_one("#candidates")
         assert table.move_to(cid)
         await pilot.press("enter")
-        await _ready(pilot)
+        await ready(pilot)
         screen = app.screen
         assert isinstance(screen, CandidateScreen) and screen.cid == cid
-        text = _plain(screen.query_one(NotesView))
+        text = plain(screen.query_one(NotesView))
         await pilot.press("1")
-        await _ready(pilot)
-        text += " ".join(_plain(s) for s in screen.query_one(DiffView).query("Static"))
+        await ready(pilot)
+        text += " ".join(plain(s) for s in screen.query_one(DiffView).query("Static"))
         await pilot.press("escape")
         await pilot.pause()
         return text
@@ -102,7 +79,7 @@ def test_rejected_and_failed_candidates_show_why(synthetic: Path) -> None:
     async def drive() -> None:
         app = ViewerApp(synthetic)
         async with app.run_test(size=(120, 40)) as pilot:
-            await _ready(pilot)
+            await ready(pilot)
             text = await notes_of(app, pilot, guard)
             assert "rejected at guardrail" in text
             assert "guardrail: outside the surface: agent.py" in text
@@ -121,12 +98,3 @@ def test_synthetic_run_verifies(synthetic: Path) -> None:
 
     report = verify(synthetic)
     assert report.ok and not report.problems, report.problems
-
-
-def _plain(widget) -> str:
-    from rich.console import Console
-
-    console = Console(width=200, record=True, file=io.StringIO())
-    content = getattr(widget, "content", None)
-    console.print(content if content is not None else widget.render())
-    return console.export_text()

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import Mini
-from tests.support.mini import run_named
+from tests.support.mini import Mini, run_named
 
 
 def test_the_viewer_lists_candidates_in_flight(mini: Mini) -> None:

@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-
-import pytest
 
 from rsiframe.evaluators.harbor.engine import HarborEngine
 from rsiframe.recipe.evaluator import HarborEngineConfig
@@ -27,7 +24,3 @@ def test_the_grading_record_becomes_the_trajectorys_app_removed(tmp_path: Path) 
     eng = HarborEngine(HarborEngineConfig(agent="true"), tmp_path / "w")
     run, _ = eng._trial_run(trial, {str(task.path.resolve()): task})
     assert run.trajectory["app_removed"] == removed
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(pytest.main([__file__, "-m", "e2e"]))

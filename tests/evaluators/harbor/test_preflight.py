@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import cli
+from tests.support.cli import cli
 from tests.support.harbor import harbor_recipe
 from tests.support.paths import SAT3
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.conftest import Mini, status_json
+from tests.support.cli import status_json
+from tests.support.mini import Mini
 
 
 def test_the_lineage_draws_merges_and_the_diff_takes_either_parent(merge_run: Mini) -> None:
@@ -12,13 +13,13 @@ def test_the_lineage_draws_merges_and_the_diff_takes_either_parent(merge_run: Mi
     from rsiframe.viewer.screens.candidate import CandidateScreen
     from rsiframe.viewer.widgets.diff_view import DiffView
     from rsiframe.viewer.widgets.lineage_tree import LineageTree
-    from tests.viewer.test_app import _plain, settle
+    from tests.support.viewer import plain, settle
 
     status = {c["id"]: c for c in status_json(merge_run.run_dir())["candidates"]}
     mid, (a, b) = next((c["id"], c["parents"]) for c in status.values() if len(c["parents"]) > 1)
 
     def diff_title(screen: CandidateScreen) -> str:
-        return _plain(screen.query_one(DiffView).query(".diff-title").first())
+        return plain(screen.query_one(DiffView).query(".diff-title").first())
 
     async def drive() -> None:
         app = ViewerApp(merge_run.run_dir())

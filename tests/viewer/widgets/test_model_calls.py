@@ -17,7 +17,7 @@ from unittest import mock
 import pytest
 
 from rsiframe.viewer.app import ViewerApp
-from tests.viewer.test_snapshots import _bench, _plain, _ready
+from tests.support.viewer import bench_module, plain, ready
 
 MODELS = {
     "proposer": {
@@ -67,7 +67,7 @@ def _call(b, seq: int, cid: str, slot: str, prompt: str, answer: str, **kw) -> d
 
 
 def build_models_run(root: Path) -> Path:
-    bench = _bench()
+    bench = bench_module()
     plain = bench._resolved
 
     def resolved(name: str) -> dict:
@@ -108,15 +108,15 @@ def models_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def _open_calls(pilot, cid: str = "c0001") -> None:
-    await _ready(pilot)
+    await ready(pilot)
     assert pilot.app.screen.query_one("#candidates").move_to(cid)
     await pilot.press("enter")
-    await _ready(pilot)
+    await ready(pilot)
     await pilot.press("6")
-    await _ready(pilot)
+    await ready(pilot)
     for _ in range(100):  # the chosen call's artifacts are read in a worker
         await pilot.pause()
-        text = _plain(pilot.app.screen.query_one("#model-call-text"))
+        text = plain(pilot.app.screen.query_one("#model-call-text"))
         if "prompt" in text:
             break
         await asyncio.sleep(0.02)
@@ -132,8 +132,8 @@ def test_the_tab_shows_prompt_response_tokens_and_cost(models_run: Path) -> None
     async def drive() -> None:
         app = ViewerApp(models_run)
         async with app.run_test(size=(160, 40)) as pilot:
-            await _ready(pilot)
-            header = _plain(app.screen.query_one("#run-header"))
+            await ready(pilot)
+            header = plain(app.screen.query_one("#run-header"))
             # 4 calls; the cost is the gateway's count, per slot too
             assert "4 calls" in header and "mutate $" in header and "reflect $0.0000" in header
             await _open_calls(pilot, "c0001")
@@ -141,14 +141,14 @@ def test_the_tab_shows_prompt_response_tokens_and_cost(models_run: Path) -> None
             assert isinstance(screen, CandidateScreen)
             table = screen.query_one("#model-calls-table")
             assert table.row_count == 2  # c0001's own calls only
-            text = _plain(screen.query_one("#model-call-text"))
+            text = plain(screen.query_one("#model-call-text"))
             assert "Fix solver.yaml: raise the level." in text
             assert "<<<<<<< SEARCH" in text and "level: 2" in text
             assert "$0.0000" in text or "$0.000" in text
             await pilot.press("down")  # the streamed call: its deltas joined
             for _ in range(100):
                 await pilot.pause()
-                text = _plain(screen.query_one("#model-call-text"))
+                text = plain(screen.query_one("#model-call-text"))
                 if "did not match; again" in text:
                     break
                 await asyncio.sleep(0.02)
@@ -159,7 +159,7 @@ def test_the_tab_shows_prompt_response_tokens_and_cost(models_run: Path) -> None
             await pilot.press("down")
             for _ in range(100):
                 await pilot.pause()
-                text = _plain(screen.query_one("#model-call-text"))
+                text = plain(screen.query_one("#model-call-text"))
                 if "budget exhausted" in text:
                     break
                 await asyncio.sleep(0.02)
@@ -169,15 +169,15 @@ def test_the_tab_shows_prompt_response_tokens_and_cost(models_run: Path) -> None
 
 
 def test_a_run_without_models_has_no_model_calls_tab(tmp_path: Path) -> None:
-    plain = _bench().build_run(tmp_path / "run", 6, per_generation=4)
+    plain = bench_module().build_run(tmp_path / "run", 6, per_generation=4)
 
     async def drive() -> None:
         app = ViewerApp(plain)
         async with app.run_test(size=(120, 30)) as pilot:
-            await _ready(pilot)
-            assert "models" not in _plain(app.screen.query_one("#run-header"))
+            await ready(pilot)
+            assert "models" not in plain(app.screen.query_one("#run-header"))
             await pilot.press("c", "enter")
-            await _ready(pilot)
+            await ready(pilot)
             await pilot.press("6")
             await pilot.pause()
             tabs = app.screen.query_one("TabbedContent")
