@@ -19,6 +19,7 @@ from tests.support.mini import Mini, make_mini
 if TYPE_CHECKING:
     from tests.support.grid import Grid
     from tests.support.modelsrig import Rig
+    from tests.support.runlog import SignedRun
 
 
 # A shell without job control starts a background command ('make test &') with SIGINT
@@ -55,6 +56,15 @@ def use_module_keys(module_keys: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def mini(tmp_path: Path) -> Mini:
     return make_mini(tmp_path / "proj")
+
+
+@pytest.fixture
+def signed_run(tmp_path: Path) -> SignedRun:
+    """A run's event log written by hand, signed, chained and folded as the engine's writer
+    does (tests/support/runlog.py): the engine's steps tested without a run."""
+    from tests.support.runlog import SignedRun
+
+    return SignedRun(tmp_path / "run")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -4,7 +4,6 @@ the fold reads only them, and older lines that lack optional keys still parse.""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -15,7 +14,6 @@ from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import RecordVerifier
 from rsiframe.errors import ArchiveCorrupt
 from tests.support.paths import REPO
-
 
 
 def test_candidate_rejected_has_one_key_set() -> None:

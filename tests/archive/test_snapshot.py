@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.support.mini import make_mini
 
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.snapshot import SNAPSHOT, encode_state, save_snapshot
@@ -14,6 +13,7 @@ from rsiframe.audit.verify import verify
 from rsiframe.certs.signing import load_signer
 from rsiframe.engine.loop import Engine
 from rsiframe.errors import ArchiveCorrupt
+from tests.support.mini import make_mini
 
 
 def _finished(root: Path, children: int = 2) -> Path:

@@ -1,7 +1,7 @@
 """Bad model input is one line and exit 2 from ``recipe check`` and ``run``, before any run
 folder exists: an unknown model name, an unset key variable, a template that does not
 compile, a negative price. (An unreachable endpoint and a model answering garbage need a
-call: ``doctor``, tests/test_doctor.py.)"""
+call: ``doctor``, tests/cli/test_doctor.py.)"""
 
 from __future__ import annotations
 

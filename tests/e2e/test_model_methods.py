@@ -217,7 +217,7 @@ def test_aevolve_evolves_its_workspace_end_to_end(stub: StubLLM, tmp_path: Path)
     ]
     assert len(changed) == 4 and {"solver.yaml", "workspace/memory.md"} in changed
     reasons = [p["reason"] for p in proposals(out)]
-    # the rollback rule itself is tested on synthetic views (test_model_methods.py)
+    # the rollback rule itself is tested on synthetic views (tests/operators/test_aevolve.py)
     forms = ("newest state is the best", "continue from", "rollback to")
     assert all(r.startswith(forms) for r in reasons), reasons
     assert cli("verify", out).exit_code == 0

@@ -1,6 +1,6 @@
 """Issue 15's engine parts: staged evaluation, the merge slot (3-way merge, two parents),
 validate ``minibatch`` with the framework's work-tree runner. Real runs on the mini
-experiment of conftest.py (task t<i> is solved when the ``level`` knob is >= i)."""
+experiment (tests/support/mini.py; task t<i> is solved when the ``level`` knob is >= i)."""
 
 from __future__ import annotations
 

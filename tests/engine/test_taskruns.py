@@ -1,6 +1,7 @@
-"""``budget.max_task_runs``: every task a run executes, counted from the signed archive.
+"""``budget.max_task_runs``: every task a run executes, counted from the signed archive;
+the meter that charges uncertified runs (rollout, minibatch) before they start, without a run.
 
-Real runs on the mini experiment of conftest.py with a rollout that reruns the parent
+Real runs on the mini experiment (tests/support/mini.py) with a rollout that reruns the parent
 and GEPA's ``minibatch`` validation, so certified and uncertified task runs both occur.
 The agent appends one line per execution to a log outside the run (``process``
 sandbox), an independent count of what really ran.
@@ -9,13 +10,20 @@ sandbox), an independent count of what really ran.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from rsiframe.engine.budget import TaskCosts
+from rsiframe.engine.budget import BudgetGuard, TaskCosts
+from rsiframe.engine.evaluation import TaskRunner
+from rsiframe.engine.hooks import Lifecycle
+from rsiframe.engine.inflight import Inflight
+from rsiframe.engine.taskruns import TaskRunMeter, TaskRunsRefused
+from rsiframe.recipe.schema import Budget
 from tests.support.cli import cli, cli_proc, events, status_json
 from tests.support.mini import AGENT, Mini, make_mini
+from tests.support.runlog import SEED, SignedRun
 
 LIMIT = 60
 
@@ -164,3 +172,96 @@ def test_a_childs_worst_case_comes_from_its_stages_and_what_its_operators_declar
     )
     assert plain.child_splits == ("train", "gate") and plain.uncertified == 24 + 0
     assert task_costs(Stages([], split), {}).per_child == 48  # hill-climbing's child on sat3
+
+
+# -- the meter, without a run (tests/support/runlog.py, tests/support/fakes.py) -------------
+
+
+def _meter(
+    signed_run: SignedRun, task_runner: TaskRunner, max_task_runs: int, synced: list[int]
+) -> TaskRunMeter:
+    """A meter charging to ``signed_run``; ``synced`` gets the number of events at each sync."""
+    guard = BudgetGuard(Budget(max_task_runs=max_task_runs), costs=TaskCosts(sealed=2))
+    return TaskRunMeter(
+        task_runner,
+        guard,
+        signed_run.emit,
+        lambda: synced.append(len(signed_run.events)),
+        Inflight(1),
+    )
+
+
+def test_a_run_is_charged_and_durable_before_its_tasks_start(
+    signed_run: SignedRun, task_runner: TaskRunner, tmp_path: Path
+) -> None:
+    signed_run.seed()  # 3 task runs
+    signed_run.propose("c0001", SEED, 1)
+    synced: list[int] = []
+    meter = _meter(signed_run, task_runner, 20, synced)
+    seen = []
+    real_run = task_runner.evaluator.run
+
+    def watching(*args, **kw):  # type: ignore[no-untyped-def]
+        seen.append((signed_run.events[-1].type, list(synced)))
+        return real_run(*args, **kw)
+
+    task_runner.evaluator.run = watching  # type: ignore[method-assign]
+    rows = meter.run("c0001", "rollout", tmp_path, ["t1", "t5"])
+    assert [(r["task"], r["reward"]) for r in rows] == [("t1", 1.0), ("t5", 0.0)]
+    assert seen == [("tasks_run", [len(signed_run.events)])]  # appended and synced first
+    assert signed_run.events[-1].data == {"id": "c0001", "purpose": "rollout", "tasks": 2}
+    assert signed_run.state.task_runs == 3 + 2
+
+
+def test_a_run_past_the_limit_is_refused_before_anything_runs(
+    signed_run: SignedRun, task_runner: TaskRunner, tmp_path: Path
+) -> None:
+    signed_run.seed()  # 3 used; the sealed anchor keeps 2 of 10: 5 left
+    signed_run.propose("c0001", SEED, 1)
+    signed_run.propose("c0002", SEED, 1)
+    meter = _meter(signed_run, task_runner, 10, [])
+    before = len(signed_run.events)
+    with pytest.raises(TaskRunsRefused, match=r"task runs would exceed 10 \(3 used, 6 more"):
+        meter.run("c0001", "minibatch", tmp_path, [f"t{i}" for i in range(1, 7)])
+    assert meter.refused == {"c0001": "task runs would exceed 10 (3 used, 6 more asked)"}
+    assert len(signed_run.events) == before and task_runner.evaluator.runs == []
+    assert meter.run("c0002", "minibatch", tmp_path, ["t1"])  # what fits still runs
+
+
+def test_a_charge_counts_until_the_writer_folds_it(
+    signed_run: SignedRun, task_runner: TaskRunner, tmp_path: Path
+) -> None:
+    """Workers charge before the writer folds: the meter counts its own charges until the
+    TASK_RUNS_CHARGED hook says the fold has them (then they are in the state)."""
+    signed_run.seed()
+    signed_run.propose("c0001", SEED, 1)
+    signed_run.propose("c0002", SEED, 1)
+    folded = _meter(signed_run, task_runner, 3 + 4 + 2, [])
+    signed_run.hooks.add_hook(Lifecycle.TASK_RUNS_CHARGED, folded.on_charged)
+    folded.run("c0001", "rollout", tmp_path, ["t1", "t2"])
+    folded.run("c0001", "rollout", tmp_path, ["t3", "t4"])  # exactly fits
+    unhooked = _meter(signed_run, task_runner, 3 + 4 + 4 + 2, [])
+    unhooked.run("c0002", "rollout", tmp_path, ["t1", "t2"])
+    with pytest.raises(TaskRunsRefused):  # 2 in the state and 2 it still holds
+        unhooked.run("c0002", "rollout", tmp_path, ["t3", "t4"])
+
+
+def test_a_workers_charge_is_appended_by_the_writer(
+    signed_run: SignedRun, task_runner: TaskRunner, tmp_path: Path
+) -> None:
+    signed_run.seed()
+    signed_run.propose("c0001", SEED, 1)
+    meter = _meter(signed_run, task_runner, 100, [])
+    writers = []
+    signed_run.hooks.add_hook(
+        Lifecycle.TASK_RUNS_CHARGED, lambda notice: writers.append(threading.get_ident())
+    )
+    rows: list[list[dict]] = []
+    worker = threading.Thread(
+        target=lambda: rows.append(meter.run("c0001", "rollout", tmp_path, ["t1"]))
+    )
+    worker.start()
+    while worker.is_alive():
+        meter.inflight.drain(timeout=0.05)
+    worker.join()
+    assert writers == [threading.get_ident()] and len(rows[0]) == 1

@@ -1,5 +1,5 @@
 """The viewer's import rule (ARCHITECTURE.md): it imports rsiframe's read side only (that
-nothing but the CLI imports it is the package order's rule, tests/test_architecture.py)."""
+nothing but the CLI imports it is the package order's rule, tests/project/test_architecture.py)."""
 
 from __future__ import annotations
 

@@ -14,12 +14,8 @@ from tests.support.paths import REPO
 
 def plain(widget) -> str:
     """The text a Static shows, as the terminal would print it."""
-    from rich.console import Console
-
-    console = Console(width=200, record=True, file=io.StringIO())
     content = getattr(widget, "content", None)
-    console.print(content if content is not None else widget.render())
-    return console.export_text()
+    return text_of(content if content is not None else widget.render())
 
 
 async def settle(app: ViewerApp, pilot, timeout: float = 10.0) -> None:
@@ -49,3 +45,12 @@ async def ready(pilot) -> None:
             break
         await asyncio.sleep(0.02)
     await pilot.pause()
+
+
+def text_of(renderable: object, width: int = 200) -> str:
+    """A Rich renderable as the terminal would print it (no styles)."""
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()

@@ -1,7 +1,7 @@
 """Snapshots of the viewer's main screens, on a deterministic synthetic run (fixed key,
 fixed clock, fixed seed: see bench/viewer.py), at fixed terminal sizes.
 
-Update after an intended change with ``pytest tests/test_viewer_snapshots.py --snapshot-update``.
+Update after an intended change with ``pytest tests/viewer/test_snapshots.py --snapshot-update``.
 """
 
 from __future__ import annotations

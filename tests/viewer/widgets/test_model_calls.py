@@ -4,7 +4,7 @@ run header. The run is bench/viewer.py's deterministic synthetic run plus a ``mo
 section and model calls (a stream, a cached call and a refused one among them).
 
 Update the snapshot after an intended change with
-``pytest tests/test_viewer_models.py --snapshot-update``.
+``pytest tests/viewer/widgets/test_model_calls.py --snapshot-update``.
 """
 
 from __future__ import annotations
