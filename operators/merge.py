@@ -62,6 +62,7 @@ class ThreeWay(MergeOperator):
     """Merge the selected parent with the best unrelated admitted candidate (line by line)."""
 
     name = "three_way"
+    deterministic = True
     Config = ThreeWayConfig
     config: ThreeWayConfig
 

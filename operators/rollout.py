@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe.api import Rollout, RolloutContext, RolloutOperator
+from rsiframe.api import Rollout, RolloutContext, RolloutOperator, RunStart
 
 
 def summary(traj: dict[str, Any], instruction: str = "") -> dict[str, Any]:
@@ -54,6 +54,10 @@ class LocalRollout(RolloutOperator):
         # split, or of the train stage a staged evaluation archived it at)
         cfg: LocalRolloutConfig = self.config
         return 0 if cfg.reuse_certified else min(cfg.max_tasks or train, train)
+
+    def draws(self, start: RunStart) -> bool:
+        limit = self.config.max_tasks
+        return limit is not None and limit < start.splits.get("train", 0)
 
     def rollout(self, ctx: RolloutContext) -> Rollout:
         limit = self.config.max_tasks

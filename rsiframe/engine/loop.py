@@ -35,6 +35,7 @@ from rsiframe.engine.inflight import Closure, Inflight
 from rsiframe.engine.review import gate, record, reflect
 from rsiframe.engine.runstart import RunParts, create_run, open_run
 from rsiframe.engine.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
+from rsiframe.engine.startwarnings import start_warnings
 from rsiframe.engine.taskruns import TaskRunMeter, budget_guard
 from rsiframe.engine.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.evaluators import health
@@ -186,11 +187,14 @@ class Engine:
         ray_address: str | None = None,
         unsets: list[str] | None = None,
         replay_of: Path | None = None,
+        method: str | Path | None = None,
     ) -> Engine:
-        """Validate everything, then create the run folder, keys, locks and the seed commit."""
-        parts, started = create_run(recipe_path, sets, out, ray_address, unsets, replay_of)
+        """Validate everything, then create the run folder, keys, locks and the seed commit
+        (``method``: the recipe's target run with that method)."""
+        parts, started = create_run(recipe_path, sets, out, ray_address, unsets, replay_of, method)
         engine = cls(parts)
-        engine.emit(started)
+        warned = start_warnings(engine.calls.ops, engine.recipe, engine.task_lock.split)
+        engine.emit(started.model_copy(update={"warnings": warned}))
         engine.emit(E.SessionStarted(resumed=False))
         return engine
 

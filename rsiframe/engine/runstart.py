@@ -65,11 +65,13 @@ def create_run(
     ray_address: str | None = None,
     unsets: list[str] | None = None,
     replay_of: Path | None = None,
+    method: str | Path | None = None,
 ) -> tuple[RunParts, RunStarted]:
     """Validate everything, then create the run folder, keys, locks and the seed commit;
     returns the parts and the ``run_started`` event to record first. ``replay_of``: the
-    ledger folder whose answers alone a replay's gateway serves (no endpoint needed)."""
-    p = plan(recipe_path, sets, ray_address, unsets, replay=replay_of is not None)
+    ledger folder whose answers alone a replay's gateway serves (no endpoint needed);
+    ``method``: the recipe's target run with that method (``--method``)."""
+    p = plan(recipe_path, sets, ray_address, unsets, replay=replay_of is not None, method=method)
     # connected before the run folder exists: a cluster that fails leaves nothing behind
     executor = open_executor(p.executor, p.executor_key)
     resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
