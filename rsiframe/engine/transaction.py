@@ -21,6 +21,7 @@ from typing import Any
 
 from rsiframe.api import (
     AnalyzeContext,
+    CandidateView,
     Check,
     MergeContext,
     MergePlan,
@@ -284,19 +285,7 @@ class Transaction:
             return reject(step, [f"the {step} changed nothing"], None)
         validated: Check | None = None
         if (vop := calls.op("validate")) is not None:
-            vctx = ValidateContext(
-                view,
-                calls.rng(cid, "validate"),
-                generation,
-                cid,
-                pview,
-                workdir,
-                changes,
-                self._work_runner(cid, workdir),
-                list(self.task_lock.split["train"]),
-                rollout,
-                as_view(second) if second is not None else None,
-            )
+            vctx = self._validate_context(cid, generation, pview, workdir, changes, rollout, second)
             check = validated = calls.call(cid, "validate", lambda: vop.validate(vctx))
             if not check.ok:
                 return reject(
@@ -335,6 +324,32 @@ class Transaction:
             sandbox=_sandboxes(mutation, validated),
             merged_commit=second.commit if second is not None else None,
             splits=self.splits,
+        )
+
+    def _validate_context(
+        self,
+        cid: str,
+        generation: int,
+        pview: CandidateView,
+        workdir: Path,
+        changes: list[dict[str, Any]],
+        rollout: Rollout | None,
+        second: Candidate | None,
+    ) -> ValidateContext:
+        """What validate sees: the child's changes, a runner for its work tree, and (GEPA)
+        the rollout its mutation was made from or a merge's second parent."""
+        return ValidateContext(
+            self.calls.view,
+            self.calls.rng(cid, "validate"),
+            generation,
+            cid,
+            pview,
+            workdir,
+            changes,
+            self._work_runner(cid, workdir),
+            list(self.task_lock.split["train"]),
+            rollout,
+            as_view(second) if second is not None else None,
         )
 
     def _work_runner(self, cid: str, workdir: Path) -> Callable[[list[str]], list[dict[str, Any]]]:
