@@ -55,7 +55,7 @@ def test_compare_groups_repeats_into_methods_with_cis_over_runs(grid: Grid) -> N
             lo, hi = est["ci"]
             assert lo <= est["mean"] <= hi
         assert m["evaluations"] > 3 and m["model_tokens"] == 0 and m["cost_usd"] == 0
-        assert m["mutator"] == "knobs"  # what made the children (issue 31)
+        assert m["mutator"] == "knobs (random)"  # what made the children (issue 31)
     for op in ("best", "uniform"):  # task runs: the archive's count, and the tasks that ran
         runs = [grid.root / f"{op}-r{k}" for k in (0, 1)]
         used = [status_json(r)["budget"]["used"]["task_runs"] for r in runs]
