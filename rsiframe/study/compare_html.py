@@ -113,6 +113,7 @@ def render_html(report: Comparison) -> str:
     methods = [
         [
             method_label(m),
+            m.mutator,
             str(len(m.runs)),
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",
@@ -162,7 +163,7 @@ def render_html(report: Comparison) -> str:
         f" Made {html.escape(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}.</p>",
         forced,
         _table(
-            ["method", "runs", *SPLITS, "evals", "task runs", "tokens", "cost", "wall"],
+            ["method", "mutate", "runs", *SPLITS, "evals", "task runs", "tokens", "cost", "wall"],
             methods,
         ),
         _notes(report.method_notes()[1:] + unfinished_lines(report)),
