@@ -38,7 +38,7 @@ class ModelOperatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str = Field(description="a model declared in the recipe's models: section")
     template: Path | None = Field(None, description="prompt template file (Jinja2) to use")
-    temperature: float = Field(0.0, ge=0, le=2)
+    temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature; 0: greedy")
     max_tokens: int = Field(4096, ge=1, description="answer tokens asked per call")
     notes: str = Field("", description="text the recipe adds to every prompt")
     max_tokens_per_mutation: int | None = Field(
@@ -66,7 +66,7 @@ class ContextLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     max_file_bytes: int = Field(20_000, ge=100, description="a longer file is cut")
-    max_files: int = Field(20, ge=1)
+    max_files: int = Field(20, ge=1, description="surface files shown at most")
     max_failures: int = Field(5, ge=0, description="failing train trajectories shown")
     tail_chars: int = Field(1500, ge=0, description="output shown per failing trajectory")
 
