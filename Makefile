@@ -62,7 +62,7 @@ sandbox:
 	@t0=$$(date +%s); err=$$(mktemp); \
 	if command -v $(BWRAP) >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v $(APT_GET) >/dev/null 2>&1; then \
-		printf 'setup: installing bubblewrap (sandbox for evaluations; waits up to 120 s for apt) ...'; \
+		printf 'setup: installing bubblewrap (sandbox for evaluations; waits up to %s s for the apt lock) ...' "$${RSIFRAME_APT_LOCK_TIMEOUT:-120}"; \
 		if RSIFRAME_APT_GET=$(APT_GET) scripts/apt-get.sh update -qq >/dev/null 2>$$err \
 			&& RSIFRAME_APT_GET=$(APT_GET) scripts/apt-get.sh install -y -qq bubblewrap >/dev/null 2>$$err; then \
 			echo " $$(( $$(date +%s) - t0 )) s"; \
