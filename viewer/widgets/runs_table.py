@@ -2,8 +2,8 @@
 
 Column widths come from the content; when the rows are wider than the screen, the least
 useful column is cut first (:data:`SHRINK_FIRST`: the run folder's name repeats its recipe
-and time), each down to :data:`MIN_WIDTH`, with an ellipsis, so state, recipe and dates stay
-whole."""
+and time, then the budget's details, then the grid label), each down to :data:`MIN_WIDTH`,
+with an ellipsis, so state, recipe and dates stay whole."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ COLUMNS = (
 
 
 #: the columns cut first when the table is wider than the screen, least useful first
-SHRINK_FIRST = ("run", "grid", "budget", "recipe", "champion", "seed", "started", "ended")
+SHRINK_FIRST = ("run", "budget", "grid", "recipe", "champion", "seed", "started", "ended")
 MIN_WIDTH = 10
 
 

@@ -1,5 +1,6 @@
 """The runs table fits the screen: widths from content, the least useful column (the run
-folder's name, then the grid label) cut first, so state, recipe and dates stay whole."""
+folder's name, then the budget's details, then the grid label) cut first, so state, recipe
+and dates stay whole."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ def test_widths_are_the_content_when_it_fits() -> None:
     assert fit_widths(natural, 200, 2) == natural
 
 
-def test_the_run_name_is_cut_first_then_the_grid() -> None:
+def test_the_run_name_is_cut_first_then_the_budget_then_the_grid() -> None:
     natural = {"grid": 30, "run": 50, "recipe": 30, "state": 16, "started": 16, "ended": 16}
     need = sum(natural.values()) + 2 * len(natural)
     widths = fit_widths(natural, need - 20, 2)
     assert widths == {**natural, "run": 30}
     widths = fit_widths(natural, need - 60, 2)
     assert widths["run"] == MIN_WIDTH and widths["grid"] == 30 - (60 - (50 - MIN_WIDTH))
+    with_budget = fit_widths({**natural, "budget": 20}, need + 22 - 60, 2)
+    assert with_budget["budget"] == MIN_WIDTH and with_budget["grid"] == 30 - (60 - 40 - 10)
     assert {k: widths[k] for k in ("recipe", "state", "started", "ended")} == {
         "recipe": 30,
         "state": 16,
