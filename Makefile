@@ -18,7 +18,7 @@ NO_BWRAP := note: no bubblewrap, so evaluations run as plain processes: the run 
 
 quickstart: setup sandbox
 	$(BIN)/rsiframe run $(QUICKSTART)
-	@echo "next: source $(VENV)/bin/activate, then see README's first screen (view, status, verify, compare)"
+	@echo "the rsiframe commands are in $(VENV)/bin: source $(VENV)/bin/activate first (README, Next: four things to do)"
 
 test: setup sandbox
 	$(BIN)/python -m pytest -q

@@ -100,5 +100,5 @@ def test_quickstart_goes_on_when_bubblewrap_cannot_be_installed(tmp_path: Path) 
     assert "install it later with" in lines[note]
     # then the quickstart ran: its run folder, its summary, the activation hint last
     assert any(line.endswith(": finished") for line in lines[note + 1 :]), lines
-    assert lines[-1].startswith("next: source .venv/bin/activate"), lines[-1]
+    assert lines[-1].startswith("the rsiframe commands are in .venv/bin: source "), lines[-1]
     assert (tmp_path / "run" / "events.jsonl").is_file()
