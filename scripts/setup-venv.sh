@@ -22,8 +22,8 @@ step() {
 pip=("$venv/bin/pip" install --quiet --disable-pip-version-check)
 step "creating $venv" "$python" -m venv "$venv"
 # torch first, pinned to the CPU wheel, so the train extra's range never pulls a CUDA build
-step "installing torch 2.13.0 (CPU wheel; the longest step)" "${pip[@]}" 'torch==2.13.0'
-step "installing rsiframe and its extras (editable)" \
+step "installing torch 2.13.0 (CPU wheel)" "${pip[@]}" 'torch==2.13.0'
+step "installing rsiframe and its extras (editable; the longest step)" \
     "${pip[@]}" -e '.[dev,train,llm,agents,cluster,docker]'
 touch "$venv/.installed"
 echo "setup: done in $((SECONDS - t_all)) s; the commands are in $venv/bin (source $venv/bin/activate)"
