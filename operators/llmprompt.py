@@ -58,7 +58,7 @@ class ModelOperatorConfig(BaseModel):
         description="a built-in template of operators/prompts/ by name, instead of the "
         "operator's own (e.g. dgm_self_improve.md.j2 for agent_cli)",
     )
-    temperature: float = Field(0.0, ge=0, le=2)
+    temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature; 0: greedy")
     max_tokens: int = Field(4096, ge=1, description="answer tokens asked per call")
     notes: str = Field("", description="text the recipe adds to every prompt")
     max_tokens_per_mutation: int | None = Field(
@@ -112,7 +112,7 @@ class ContextLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     max_file_bytes: int = Field(20_000, ge=100, description="a longer file is cut")
-    max_files: int = Field(20, ge=1)
+    max_files: int = Field(20, ge=1, description="surface files shown at most")
     tail_chars: int = Field(1500, ge=0, description="output shown per example (each part)")
     context: ShownContext = Field(
         default_factory=ShownContext, description="what of the rollout and the run is shown"

@@ -170,9 +170,7 @@ def status(run_dir: Path, as_json: bool) -> None:
     if as_json:
         print_json(report.model_dump(mode="json"))
         return
-    out = stdout()
-    out.print(candidate_table(report))
-    print_summary(report, out)
+    print_summary(report, stdout(), listing=candidate_table(report), after="status")
 
 
 @click.command()
