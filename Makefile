@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: quickstart test test-k4 test-e2e selftest bench lint setup sandbox harbor docker clean
+.PHONY: quickstart test test-k4 test-e2e selftest bench lint setup sandbox harbor docker browser clean
 
 quickstart: setup sandbox
 	$(BIN)/rsiframe run recipes/quickstart.yaml
@@ -46,7 +46,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first, pinned to the CPU wheel, so the train extra's range never pulls a CUDA build
 	$(BIN)/pip install --quiet --disable-pip-version-check 'torch==2.13.0'
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train,llm,agents,cluster,docker]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train,llm,agents,cluster,docker,mlflow]'
 	touch $@
 
 # bubblewrap gives evaluations a real sandbox; without it rsiframe falls back to plain
@@ -72,6 +72,11 @@ harbor: setup sandbox
 # `sandbox: docker`: docker.io + debootstrap, dockerd, the offline base image (cached)
 docker: setup
 	VENV=$(VENV) scripts/ci-setup.sh docker
+
+# headless Chromium for the report page's browser test (tests/e2e/test_report_browser.py):
+# Debian's chromium and chromium-driver, no browser download
+browser:
+	scripts/ci-setup.sh browser
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
