@@ -158,8 +158,20 @@ def header(loaded: LoadedRun, status: dict[str, Any]) -> dict[str, Any]:
         "seed_to_champion": {
             s: [seed.score(s) if seed else None, champ.score(s) if champ else None] for s in SPLITS
         },
+        "operators": operators_of(resolved),
         "warnings": list(st.warnings),
         "notes": status["notes"],
+    }
+
+
+def operators_of(resolved: Any) -> dict[str, str]:
+    """``{slot: operator}`` of the resolved recipe (what made every candidate)."""
+    slots = resolved.get("slots") if isinstance(resolved, dict) else None
+    if not isinstance(slots, dict):
+        return {}
+    return {
+        str(slot): str(spec.get("operator", "")) if isinstance(spec, dict) else str(spec)
+        for slot, spec in slots.items()
     }
 
 

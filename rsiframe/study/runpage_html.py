@@ -92,6 +92,7 @@ def header_html(page: RunPage) -> str:
         ("task-set fingerprint", h["taskset_fingerprint"]),
         ("evaluator fingerprint", h["evaluator_fingerprint"]),
         ("isolation", h["isolation"]),
+        ("operators", ", ".join(f"{k}: {v}" for k, v in h.get("operators", {}).items())),
         ("budget used", budget),
         ("candidates", ", ".join(f"{n} {s}" for s, n in h["counts"].items())),
         ("wall time", f"{h['wall_seconds']:.0f} s"),

@@ -100,6 +100,7 @@
     // a large run starts readable (at most full size, its longer side overflowing for pan);
     // "fit" shows all of it
     var box = root.getBBox(), w = svg.clientWidth || 1000, h = svg.clientHeight || 460;
+    if (box.height + 60 < h) { svg.style.height = Math.max(160, box.height + 60) + "px"; h = svg.clientHeight || h; }
     var all = Math.max(0.02, Math.min(w / (box.width + 40), h / (box.height + 40)));
     view.k = Math.min(1, Math.max(all, Math.max(w / (box.width + 40), h / (box.height + 40))));
     apply();
@@ -153,6 +154,8 @@
     });
     panel.appendChild(diffs);
     section(panel, "Operators and model calls");
+    var ops = DATA.header.operators || {};
+    panel.appendChild(el("p", {}, "made by " + Object.keys(ops).filter(function (k) { return ["select", "merge", "mutate", "analyze", "validate", "novelty"].indexOf(k) >= 0; }).map(function (k) { return k + ": " + ops[k]; }).join(", ") + (p.operator.merge ? " (a merge)" : "")));
     if (p.operator.changes.length) panel.appendChild(el("pre", {}, JSON.stringify(p.operator.changes, null, 1)));
     if (!p.calls.length) panel.appendChild(el("p", { "class": "note" }, "no model calls"));
     p.calls.forEach(function (c) {
