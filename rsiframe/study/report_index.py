@@ -93,7 +93,7 @@ def index_html(folder: Path, result: ReportResult, out: Path) -> str:
     )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<meta http-equiv='Content-Security-Policy' content=\"{runpage_html.CSP}\">"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{runpage_html.csp()}\">"
         f"<title>rsiframe report: {html.escape(Path(folder).name)}</title>"
         f"<style>{runpage_html.asset('runpage.css')}</style></head><body>"
         f"<h1>rsiframe report: {html.escape(str(folder))}</h1>{compare_part}"

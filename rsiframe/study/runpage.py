@@ -31,9 +31,11 @@ from rsiframe.errors import ReportRefused, RsiError
 from rsiframe.study.compare import _curve, method_digest
 
 SPLITS = ("train", "gate", "sealed")
-#: the most of one candidate's diff, and of one prompt or answer, the page carries
+#: the most of one candidate's diff, of one prompt or answer, and of its description or
+#: reason, the page carries
 DIFF_CHARS = 40_000
 CALL_CHARS = 8_000
+TEXT_CHARS = 4_000
 #: a novelty operator's reason for a duplicate (operators/novelty.py)
 _TWIN = re.compile(r"identical to candidate (\S+)")
 
@@ -175,6 +177,10 @@ def operators_of(resolved: Any) -> dict[str, str]:
     }
 
 
+def _cut(text: str, limit: int = TEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "\n… (cut)"
+
+
 def _reason(c: Candidate) -> str:
     if c.rejected:
         stage = c.rejected.get("stage")
@@ -206,8 +212,8 @@ def lineage(loaded: LoadedRun) -> list[Node]:
                 generation=c.generation,
                 state=c.state,
                 scores={s: c.score(s) for s in SPLITS},
-                description=c.description,
-                reason=_reason(c),
+                description=_cut(c.description),
+                reason=_cut(_reason(c)),
                 duplicate_of=_twin(c, first_holder),
             )
         )

@@ -10,6 +10,8 @@ with ``textContent`` only, never as markup.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import time
@@ -19,11 +21,17 @@ from typing import Any
 
 from rsiframe.study.runpage import SPLITS, RunPage
 
-#: no network at view time: only inline styles and scripts, images from data: URLs
-CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-    "img-src data:; connect-src 'none'"
-)
+#: no network at view time: inline styles, images from data: URLs, and only the scripts
+#: whose hashes are named (the page's own), so a script that escaped escaping would not run
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; connect-src 'none'"
+
+
+def csp(*scripts: str) -> str:
+    hashes = " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
+        for s in scripts
+    )
+    return f"{CSP}; script-src {hashes}" if scripts else f"{CSP}; script-src 'none'"
 
 
 def asset(name: str) -> str:
@@ -116,10 +124,11 @@ def render(page: RunPage) -> str:
     title = f"{page.header['name']} ({page.header['run_id']})"
     mark = "" if v.verified else "NOT VERIFIED · "
     made = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    script = asset("runpage.js")
     return "".join(
         [
             "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">",
+            f"<meta http-equiv='Content-Security-Policy' content=\"{csp(script)}\">",
             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
             f"<title>{_e(mark + 'rsiframe report: ' + title)}</title>",
             f"<style>{asset('runpage.css')}</style></head>",
@@ -138,7 +147,7 @@ def render(page: RunPage) -> str:
             "Scores are verified, signed records only.</p>",
             f"<script type='application/json' id='run-data'>{json_for_script(page.data())}",
             "</script>",
-            f"<script>{asset('runpage.js')}</script>",
+            f"<script>{script}</script>",
             "</body></html>\n",
         ]
     )

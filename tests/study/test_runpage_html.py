@@ -3,6 +3,8 @@ candidate's description, diff, model answer; the recipe name) reaches it only as
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 
@@ -97,6 +99,14 @@ def test_json_for_script_cannot_close_its_block() -> None:
 def test_the_page_fetches_nothing() -> None:
     page = render(_page())
     assert "default-src 'none'" in page  # the CSP forbids any fetch
+    # and runs only the page's own script, named by its hash
+    policy = re.search(r'Content-Security-Policy\' content="([^"]*)"', page)
+    assert policy is not None
+    script = re.findall(r"<script>(.*?)</script>", page, flags=re.S)
+    assert len(script) == 1
+    digest = base64.b64encode(hashlib.sha256(script[0].encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in policy.group(1)
+    assert "unsafe-inline'; img" in policy.group(1) and "script-src 'unsafe" not in policy.group(1)
     assert not re.search(r"(src|href)\s*=\s*['\"]?(https?:)?//", page, flags=re.I)
     assert "@import" not in page and "url(" not in page
 
