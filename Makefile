@@ -14,7 +14,7 @@ NO_BWRAP := note: no bubblewrap, so evaluations run as plain processes: the run 
 	candidate code sees the host (files, network) and every certificate \
 	records the weaker isolation
 
-.PHONY: quickstart test test-k4 test-e2e selftest bench lint setup sandbox harbor docker clean
+.PHONY: quickstart test test-k4 test-e2e selftest bench lint setup sandbox harbor docker browser clean
 
 quickstart: setup sandbox
 	$(BIN)/rsiframe run $(QUICKSTART)
@@ -83,6 +83,11 @@ harbor: setup sandbox
 # `sandbox: docker`: docker.io + debootstrap, dockerd, the offline base image (cached)
 docker: setup
 	VENV=$(VENV) scripts/ci-setup.sh docker
+
+# headless Chromium for the report page's browser test (tests/e2e/test_report_browser.py):
+# Debian's chromium and chromium-driver, no browser download
+browser:
+	scripts/ci-setup.sh browser
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

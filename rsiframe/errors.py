@@ -108,5 +108,11 @@ class RunNotVerified(RsiError):
     """A run given to compare fails ``verify``: its scores are not read."""
 
 
+class ReportRefused(RunNotVerified):
+    """A run given to ``report`` fails ``verify``: no page is written (``--force`` marks one)."""
+
+    exit_code = EXIT_FAILED
+
+
 class MixedRuns(RsiError):
     """Runs to compare differ in task set or evaluator (allowed only with --force)."""
