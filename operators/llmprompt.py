@@ -16,12 +16,14 @@ comparison that gave them one would be confounded).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rsiframe import llm
 from rsiframe.api import InformationFlowError, MutateContext
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
@@ -89,6 +91,42 @@ class ModelOperatorConfig(BaseModel):
             return compile_template(path).render(notes=self.notes, **context)
         except (jinja2.UndefinedError, jinja2.TemplateNotFound) as exc:
             raise ValueError(f"template {path}: {exc.message}") from exc
+
+
+T = TypeVar("T")
+
+
+class Unparsed(ValueError):
+    """Every answer of :func:`ask_until_parsed` failed to parse; the last reason."""
+
+
+def ask_until_parsed(
+    cfg: ModelOperatorConfig,
+    prompt: str,
+    parse: Callable[[str], T],
+    *,
+    retries: int,
+    again: str,
+    errors: tuple[type[Exception], ...] = (ValueError,),
+) -> T:
+    """Ask ``cfg.model`` until ``parse`` accepts an answer: each refused answer goes back
+    to the model with the reason and ``again`` (``retries`` more times at most)."""
+    messages = [{"role": "user", "content": prompt}]
+    client = llm.current()
+    error = ""
+    for _ in range(retries + 1):
+        answer = client.chat(
+            cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
+        )
+        try:
+            return parse(answer.text)
+        except errors as exc:
+            error = str(exc)
+            messages += [
+                {"role": "assistant", "content": answer.text},
+                {"role": "user", "content": f"{exc}. {again}"},
+            ]
+    raise Unparsed(error)
 
 
 class ShownContext(BaseModel):
