@@ -4,7 +4,10 @@ Helpers that are not fixtures live in tests/support/; no test imports this file.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -65,6 +68,60 @@ def signed_run(tmp_path: Path) -> SignedRun:
     from tests.support.runlog import SignedRun
 
     return SignedRun(tmp_path / "run")
+
+
+#: what makes a mini project's recipe, the one thing ``RSIFRAME_TEST_CANDIDATES`` changes
+_MINI = {"make_mini", "run_mini", "merge_mini"}
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+_LOCAL_IMPORT = re.compile(r"from (tests(?:\.\w+)+) import ([\w, ]+)")
+
+
+def _makes_minis(func: object, memo: dict[object, bool]) -> bool:
+    """Whether a test, fixture or helper makes a mini project, itself or through a test
+    helper it calls (followed through the names its source uses)."""
+    if func in memo:
+        return memo[func]
+    memo[func] = False  # a cycle adds nothing
+    try:
+        source = inspect.getsource(func)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return False
+    names = set(_NAME.findall(source))
+    scope = dict(getattr(func, "__globals__", {}))
+    for module, imported in _LOCAL_IMPORT.findall(source):  # imports inside the function
+        found = importlib.import_module(module)
+        scope.update({n: getattr(found, n, None) for n in re.findall(r"\w+", imported)})
+    found = bool(names & _MINI) or any(
+        inspect.isfunction(helper := scope.get(name))
+        and helper.__module__.startswith("tests")
+        and _makes_minis(helper, memo)
+        for name in names
+    )
+    memo[func] = found
+    return found
+
+
+def _uses_minis(item: pytest.Item, memo: dict[object, bool]) -> bool:
+    """Whether a test or one of its fixtures (transitively) makes a mini project."""
+    if _makes_minis(getattr(item, "function", None), memo):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info else ()
+    return any(_makes_minis(d[-1].func, memo) for d in defs)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``make test-k4`` (``RSIFRAME_TEST_CANDIDATES=4``) runs only the tests whose runs it
+    changes: those that make a mini project (its recipe gets the concurrency); the rest
+    would run exactly as in ``make test``."""
+    if not os.environ.get("RSIFRAME_TEST_CANDIDATES"):
+        return
+    cache: dict[object, bool] = {}
+    keep = [item for item in items if _uses_minis(item, cache)]
+    dropped = [item for item in items if not _uses_minis(item, cache)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -6,6 +6,9 @@ imports ``conftest`` or another test file; every e2e test lives in ``tests/e2e/`
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -183,3 +186,28 @@ def test_every_test_folder_is_a_package_and_support_holds_no_tests() -> None:
         if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
     ]
     assert not tests_in_support and all(not p.name.startswith("test_") for p in support)
+
+
+def _collected(env: dict[str, str], *files: str) -> set[str]:
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", *files],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, **env}, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-2000:]
+    return {line.split("::")[1].split("[")[0] for line in res.stdout.splitlines() if "::" in line}
+
+
+def test_k4_runs_the_tests_that_make_a_mini_project_and_only_those() -> None:
+    """make test-k4 follows each test, its helpers and its fixtures (local imports too) to
+    make_mini; a test that makes none would run exactly as in make test."""
+    files = ("tests/engine/test_scheduler.py", "tests/engine/test_concurrency.py",
+             "tests/study/test_compare.py")  # fmt: skip
+    every = _collected({"RSIFRAME_TEST_CANDIDATES": ""}, *files)
+    k4 = _collected({"RSIFRAME_TEST_CANDIDATES": "4"}, *files)
+    assert k4 < every
+    # a test that calls make_mini, one through the mini fixture, one through the session
+    # grid (built by a local import in its fixture); not one on hand-written events
+    assert "test_generational_k1_and_k4_give_the_same_candidates" in k4
+    assert "test_steady_mode_runs_to_the_end_and_verifies" in k4
+    assert "test_the_candidate_budget_closes_the_generation_then_ends_the_run_finished" not in k4
+    assert "test_compare_groups_repeats_into_methods_with_cis_over_runs" in k4

@@ -95,7 +95,8 @@ def test_setup_prints_one_line_per_step_with_its_time(tmp_path: Path) -> None:
     assert (venv / ".installed").exists()
     args = (venv / "bin" / "pip.args").read_text().splitlines()
     assert (
-        args[0].endswith("torch==2.13.0") and "-e .[dev,train,llm,agents,cluster,docker,mlflow]" in args[1]
+        args[0].endswith("torch==2.13.0")
+        and "-e .[dev,train,llm,agents,cluster,docker,mlflow]" in args[1]
     )
 
 
