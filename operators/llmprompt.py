@@ -38,7 +38,13 @@ class ModelOperatorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str = Field(description="a model declared in the recipe's models: section")
     template: Path | None = Field(None, description="prompt template file (Jinja2) to use")
-    temperature: float = Field(0.0, ge=0, le=2)
+    temperature: float = Field(
+        0.0,
+        ge=0,
+        le=2,
+        description="sampling temperature; 0 is deterministic (the same request, the same "
+        "answer: the gateway serves a repeat from its cache)",
+    )
     max_tokens: int = Field(4096, ge=1, description="answer tokens asked per call")
     notes: str = Field("", description="text the recipe adds to every prompt")
     max_tokens_per_mutation: int | None = Field(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from rsiframe.audit.report import calls_text
 from rsiframe.viewer import fmt
 from rsiframe.viewer.source import RunSource, in_flight
 
@@ -37,7 +38,9 @@ def header_text(source: RunSource) -> Text:
         calls = getattr(st, "model_calls", 0)
         if calls or source.recipe.get("models"):
             t.append("\nmodels ", style="dim")
-            t.append_text(model_cost(calls, st.tokens, st.cost, getattr(st, "models_by_slot", {})))
+            by_slot = getattr(st, "models_by_slot", {})
+            cached = getattr(st, "model_cached", 0)
+            t.append_text(model_cost(calls, st.tokens, st.cost, by_slot, cached))
         t.append("\n")
         for label, c in (("seed", seed), ("champion", champ)):
             if c is None:
@@ -66,12 +69,13 @@ def header_text(source: RunSource) -> Text:
     return t
 
 
-def model_cost(calls: int, tokens: int, cost: float, by_slot: dict) -> Text:
-    """``12 calls · 34,567 tokens · $0.0123 (mutate $0.0100, reflect $0.0023)``: the
-    gateway's count (model_call events), evaluations' served models included."""
+def model_cost(calls: int, tokens: int, cost: float, by_slot: dict, cached: int = 0) -> Text:
+    """``$0.0123 · 12 calls, 3 from cache · 34,567 tokens (mutate $0.0100, reflect
+    $0.0023)``: the gateway's count (model_call events), evaluations' served models
+    included; calls the ledger answered at no cost apart."""
     t = Text()
     t.append(f"${cost:.4f}", style="bold")
-    t.append(f" · {calls} calls · {tokens:,} tokens")
+    t.append(f" · {calls_text(calls, cached)} · {tokens:,} tokens")
     slots = [f"{s} ${row.get('cost_usd', 0.0):.4f}" for s, row in sorted(by_slot.items())]
     if slots:
         t.append(f"  ({', '.join(slots)})", style="dim")
