@@ -18,8 +18,10 @@ test: setup sandbox
 test-k4: setup sandbox
 	RSIFRAME_TEST_CANDIDATES=4 $(BIN)/python -m pytest -q
 
+# every e2e test is in tests/e2e/ (tests/project/test_layout.py); the self-test's scenarios
+# are left to `make selftest`
 test-e2e: setup sandbox
-	$(BIN)/python -m pytest -q -m 'e2e and not selftest'
+	$(BIN)/python -m pytest -q tests/e2e -m 'e2e and not selftest'
 
 selftest: setup sandbox
 	$(BIN)/rsiframe selftest integrity

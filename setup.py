@@ -4,7 +4,7 @@ The top-level folders DESIGN.md names ship inside the ``rsiframe`` namespace, so
 ``import rsiframe`` is the only new top-level name: ``operators/`` installs as
 ``rsiframe.operators`` and ``viewer/`` as ``rsiframe.viewer``. Every package under
 each folder is found (``find_packages``), so a new subpackage ships without a list
-to keep by hand; ``tests/test_packaging.py`` checks a built wheel.
+to keep by hand; ``tests/project/test_packaging.py`` checks a built wheel.
 """
 
 from setuptools import find_packages, setup

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe.api import GateContext, GateDecision, GateOperator
+from rsiframe.api import GateContext, GateDecision, GateOperator, RunStart
 
 
 def sign_test_p(diffs: list[float]) -> float:
@@ -60,6 +60,9 @@ class PairedTest(GateOperator):
     Config = PairedTestConfig
     config: PairedTestConfig
     grants: ClassVar[frozenset[str]] = frozenset({"rewards:gate"})
+
+    def draws(self, start: RunStart) -> bool:
+        return self.config.test == "bootstrap"
 
     def gate(self, ctx: GateContext) -> GateDecision:
         child = ctx.run.rewards(ctx.candidate.id, "gate")

@@ -30,6 +30,7 @@ class Rollback(SelectOperator):
     improvement (ties: the older state is the good one)."""
 
     name = "rollback"
+    deterministic = True
     Config = RollbackConfig
     config: RollbackConfig
 

@@ -119,6 +119,7 @@ class AheSelect(SelectOperator):
     (the change is reverted; the reason names the predicted fixes that did not hold)."""
 
     name = "ahe"
+    deterministic = True
     Config = AheConfig
     config: AheConfig
 
@@ -155,6 +156,7 @@ class AheLessons(ReflectOperator):
     """One lesson per judged child of the generation: kept or reverted, and why."""
 
     name = "ahe_lessons"
+    deterministic = True
     Config = AheLessonsConfig
     config: AheLessonsConfig
 

@@ -24,6 +24,7 @@ class Failures(AnalyzeOperator):
     """Which train tasks failed and why, quoting the agent's and the verifier's output."""
 
     name = "failures"
+    deterministic = True
     Config = FailuresConfig
     config: FailuresConfig
 

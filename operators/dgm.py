@@ -97,6 +97,7 @@ class KeepAll(GateOperator):
     """
 
     name = "keep_all"
+    deterministic = True
 
     def gate(self, ctx: GateContext) -> GateDecision:
         score = ctx.run.score(ctx.candidate.id, "gate")

@@ -23,6 +23,7 @@ class ImprovesParent(GateOperator):
     """Admit when the child's gate score beats its parent's by more than ``min_delta``."""
 
     name = "improves_parent"
+    deterministic = True
     Config = ImprovesParentConfig
     config: ImprovesParentConfig
 
@@ -46,6 +47,7 @@ class Threshold(GateOperator):
     """Admit when the child's gate score reaches ``min_score``."""
 
     name = "threshold"
+    deterministic = True
     Config = ThresholdConfig
     config: ThresholdConfig
 
@@ -62,6 +64,7 @@ class Always(GateOperator):
     """Admit every certified child (for ablations and open-ended archives)."""
 
     name = "always"
+    deterministic = True
 
     def gate(self, ctx: GateContext) -> GateDecision:
         return GateDecision(admit=True, reason="always admit")

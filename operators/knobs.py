@@ -23,10 +23,11 @@ import random
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from ruamel.yaml import YAML
 
-from rsiframe.api import MutateContext, MutateOperator, Mutation
+from rsiframe.api import MutateContext, MutateOperator, Mutation, RunStart
 from rsiframe.operators.roundrobin import component_index
 from rsiframe.yamlsafe import load as yaml_load
 
@@ -147,6 +148,26 @@ def _move(knob: KnobSpec, current: Any, rng: random.Random, max_steps: int) -> A
     return value
 
 
+def _seed_yaml(start: RunStart, path: str) -> Any:
+    """A YAML or JSON file of the seed, parsed (None: absent or unreadable)."""
+    raw = start.seed_file(path)
+    try:
+        return yaml_load(raw.decode()) if raw is not None else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return None
+
+
+def _forced(knob: KnobSpec, start: RunStart) -> bool:
+    """A knob whose every move is forced: a choice of two values, the seed's one of them."""
+    if knob.choices is None or len(knob.choices) != 2 or knob.choices[0] == knob.choices[1]:
+        return False
+    try:
+        current = _get(_seed_yaml(start, knob.file), knob.key)
+    except KeyError:
+        return False
+    return current in knob.choices
+
+
 def _show(value: Any) -> str:
     """Values as the YAML/JSON file spells them (true, not True)."""
     return value if isinstance(value, str) else json.dumps(value)
@@ -189,6 +210,29 @@ class Knobs(MutateOperator):
         if not allowed:
             raise ValueError("no knob of the space lies inside the recipe's surface")
         return allowed
+
+    def draws(self, start: RunStart) -> bool:
+        """Whether a child's change can depend on the seed: which knobs change (drawn,
+        unless round-robin or a single knob) and how (a range moves by a drawn step; a
+        choice of more than one other value is drawn). Yes when the space cannot be read
+        from the seed, or is a file the run may change."""
+        knobs = self._start_space(start)
+        if not knobs or (self.config.order == "random" and len(knobs) > 1):
+            return True
+        return not all(_forced(k, start) for k in knobs)
+
+    def _start_space(self, start: RunStart) -> list[KnobSpec] | None:
+        """The knobs a child may change, as the seed has the space (None: unknown)."""
+        knobs = list(self.config.knobs)
+        if self.config.space:
+            raw = _seed_yaml(start, self.config.space)
+            if not isinstance(raw, dict) or start.may_change(self.config.space):
+                return None
+            try:
+                knobs += [KnobSpec.model_validate(k) for k in raw.get("knobs") or []]
+            except (ValidationError, TypeError):
+                return None
+        return [k for k in knobs if start.may_change(k.file)]
 
     def mutate(self, ctx: MutateContext) -> Mutation:
         knobs = self.space(ctx)

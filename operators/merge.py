@@ -54,6 +54,7 @@ class ThreeWay(MergeOperator):
     """Merge the selected parent with the best unrelated admitted candidate (GEPA's merge)."""
 
     name = "three_way"
+    deterministic = True
     Config = ThreeWayConfig
     config: ThreeWayConfig
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe.api import Check, ValidateContext, ValidateOperator
+from rsiframe.api import Check, RunStart, ValidateContext, ValidateOperator
 
 
 class MinibatchConfig(BaseModel):
@@ -30,6 +30,18 @@ class Minibatch(ValidateOperator):
     def max_task_runs(self, train: int) -> int:
         cfg: MinibatchConfig = self.config
         return min(cfg.size, train)
+
+    def draws(self, start: RunStart) -> bool:
+        return self.config.size < start.splits.get("train", 0)
+
+    def start_warnings(self, start: RunStart) -> list[str]:
+        size, train = self.config.size, start.splits.get("train", 0)
+        if size < train:
+            return []
+        return [
+            f"the minibatch of {size} is not smaller than the train split ({train} tasks): "
+            "every child is screened on the whole split, not on a sample of it"
+        ]
 
     def validate(self, ctx: ValidateContext) -> Check:
         cfg: MinibatchConfig = self.config

@@ -9,6 +9,7 @@ class TreeDedup(NoveltyOperator):
     """Rejects exact duplicates (same git tree) of any committed candidate."""
 
     name = "tree_dedup"
+    deterministic = True
 
     def novelty(self, ctx: NoveltyContext) -> Check:
         if ctx.tree in ctx.run.trees():

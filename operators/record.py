@@ -11,6 +11,7 @@ class NotesRecord(RecordOperator):
     """What changed, the score deltas against the parent and the gate's reason."""
 
     name = "notes"
+    deterministic = True
 
     def record(self, ctx: RecordContext) -> Notes:
         c, p = ctx.candidate, ctx.parent

@@ -20,6 +20,7 @@ class Lessons(ReflectOperator):
     """One line per child of the generation: kept or not, and by how much."""
 
     name = "lessons"
+    deterministic = True
     Config = LessonsConfig
     config: LessonsConfig
 

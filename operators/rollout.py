@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe.api import Rollout, RolloutContext, RolloutOperator
+from rsiframe.api import Rollout, RolloutContext, RolloutOperator, RunStart
 
 
 def summary(traj: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +49,10 @@ class LocalRollout(RolloutOperator):
         # an admitted parent always has certified train trajectories to reuse
         cfg: LocalRolloutConfig = self.config
         return 0 if cfg.reuse_certified else min(cfg.max_tasks or train, train)
+
+    def draws(self, start: RunStart) -> bool:
+        limit = self.config.max_tasks
+        return limit is not None and limit < start.splits.get("train", 0)
 
     def rollout(self, ctx: RolloutContext) -> Rollout:
         limit = self.config.max_tasks

@@ -34,7 +34,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rsiframe.api import CandidateView, MutateContext, MutateOperator, Mutation, RunView
+from rsiframe.api import (
+    CandidateView,
+    MutateContext,
+    MutateOperator,
+    Mutation,
+    RunStart,
+    RunView,
+)
 
 
 def _num(cid: str) -> int:
@@ -152,6 +159,12 @@ class RoundRobin(MutateOperator):
         op = inner(inner.Config.model_validate(cfg.config))
         assert isinstance(op, MutateOperator)  # resolve() checks the slot's base class
         self.inner = op
+
+    def draws(self, start: RunStart) -> bool:
+        return self.inner.draws(start)  # the turn is counted, never drawn
+
+    def start_warnings(self, start: RunStart) -> list[str]:
+        return self.inner.start_warnings(start)
 
     def mutate(self, ctx: MutateContext) -> Mutation:
         cfg: RoundRobinConfig = self.config

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rsiframe.api import CandidateView, RunView, SelectContext, Selection, SelectOperator
+from rsiframe.api import (
+    CandidateView,
+    RunStart,
+    RunView,
+    SelectContext,
+    Selection,
+    SelectOperator,
+)
 
 
 def ranked(run: RunView) -> list[tuple[float, CandidateView]]:
@@ -34,6 +41,9 @@ class Best(SelectOperator):
     name = "best"
     Config = BestConfig
     config: BestConfig
+
+    def draws(self, start: RunStart) -> bool:
+        return self.config.top_k > 1
 
     def select(self, ctx: SelectContext) -> Selection:
         rows = ranked(ctx.run)
@@ -73,6 +83,9 @@ class EpsilonGreedy(SelectOperator):
     name = "epsilon_greedy"
     Config = EpsilonGreedyConfig
     config: EpsilonGreedyConfig
+
+    def draws(self, start: RunStart) -> bool:
+        return self.config.epsilon > 0
 
     def select(self, ctx: SelectContext) -> Selection:
         rows = ranked(ctx.run)

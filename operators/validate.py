@@ -17,6 +17,7 @@ class Command(ValidateOperator):
     """Passes when the command exits 0 in the work folder; it must not change the tree."""
 
     name = "command"
+    deterministic = True
     Config = CommandConfig
     config: CommandConfig
 

@@ -328,6 +328,18 @@ class NoConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """What an operator may check its config against as a run begins (before any call)."""
+
+    #: tasks per split: ``{"train": 24, "gate": 24, "sealed": 12}``
+    splits: dict[str, int]
+    #: a file of the seed, by its path in the candidate (None: the seed has no such file)
+    seed_file: Callable[[str], bytes | None]
+    #: whether the recipe's surface lets a mutation change a path
+    may_change: Callable[[str], bool]
+
+
 class Operator:
     """Base of every operator. Subclasses set ``name`` and, if configurable, ``Config``."""
 
@@ -337,6 +349,8 @@ class Operator:
     #: reads beyond the slot's view this operator declares (allowed only where the slot's
     #: :data:`GRANTABLE` entry lists them; checked when the operator is loaded)
     grants: ClassVar[frozenset[str]] = frozenset()
+    #: True: no call ever draws from ``ctx.rng``, whatever the config (see :meth:`draws`)
+    deterministic: ClassVar[bool] = False
 
     def __init__(self, config: BaseModel) -> None:
         self.config = config
@@ -346,6 +360,19 @@ class Operator:
         ``budget.max_task_runs`` keeps room for them before a child is proposed; ``train``:
         the train split's size. A run beyond what is left is refused all the same."""
         return train
+
+    def draws(self, start: RunStart) -> bool:
+        """Whether a call's outcome in this run can depend on ``ctx.rng`` (the call's random
+        generator, seeded by the recipe's ``random_seed``). Say False only when the config
+        forces every choice: a run whose operators all do gets a warning at start that its
+        seeds cannot differ. By default: unless the class is ``deterministic``."""
+        return not self.deterministic
+
+    def start_warnings(self, start: RunStart) -> list[str]:
+        """Config that is valid but likely not meant for this run (one line each, e.g. a
+        sample as large as what it samples); shown as the run starts and kept in its
+        ``run_started`` event."""
+        return []
 
 
 class SelectOperator(Operator):

@@ -8,6 +8,9 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+#: ``verify``: the archive verifies, but files on disk (operator code, the task set) differ
+#: from the run's locks
+EXIT_DRIFT = 3
 
 
 class RsiError(Exception):

@@ -19,7 +19,7 @@ step() {
 }
 
 harbor_venv() {
-    "$BIN/python" -c 'from rsiframe import harborenv; print(harborenv.python())'
+    "$BIN/python" -c 'from rsiframe.evaluators.harbor import venv; print(venv.python())'
 }
 
 docker_engine() {

@@ -61,6 +61,18 @@ class Update:
     done: bool = True
 
 
+@dataclass(frozen=True)
+class _Chunk:
+    """Bytes read from events.jsonl at the offset, whether they reach its end, the file's
+    (size, mtime) when read, and the complete lines among them."""
+
+    data: bytes
+    at_end: bool
+    seen: tuple[int, int]
+    cut: int  # the length of the complete lines (a torn last line is left for later)
+    lines: list[bytes]
+
+
 def badge(c: Candidate) -> str:
     """✓ every evaluation certified and bound; ✗ a certificate was rejected; ! failed;
     … evaluating; · never evaluated."""
@@ -223,6 +235,25 @@ class RunSource:
         up = Update()
         if self.error is not None:
             return up
+        chunk = self._read_chunk(max_bytes)
+        if chunk is None:
+            return up
+        if not chunk.lines and not chunk.at_end and chunk.data:  # one line longer than a chunk
+            return self.read_more(max_bytes * 4)
+        try:
+            events = self._parse(chunk.lines)
+            require_signed(events, self.verifier, str(self.paths.events))
+            self._fold(events, up.changed)
+        except ArchiveCorrupt as exc:
+            self.error = str(exc)
+            up.changed.add(RUN)
+            return up
+        self._advance(chunk, len(events), up)
+        return up
+
+    def _read_chunk(self, max_bytes: int) -> _Chunk | None:
+        """The next ``max_bytes`` of events.jsonl past the offset (None: unreadable, and
+        :attr:`error` says why)."""
         try:
             seen = self._stat()
             with self.paths.events.open("rb") as f:
@@ -231,46 +262,45 @@ class RunSource:
                 at_end = f.tell() >= seen[0]
         except OSError as exc:
             self.error = f"cannot read events.jsonl: {exc}"
-            return up
+            return None
         cut = data.rfind(b"\n") + 1
-        lines = data[:cut].split(b"\n")[:-1]
-        if not lines and not at_end and data:  # one line longer than a chunk
-            return self.read_more(max_bytes * 4)
-        try:
-            events = self._parse(lines)
-            require_signed(events, self.verifier, str(self.paths.events))
-            for start in range(0, len(events), FOLD_BATCH):  # let readers in between
-                with self.lock:
-                    for ev in events[start : start + FOLD_BATCH]:
-                        self.state.apply(ev)
-                        cid = ev.data.get("candidate" if ev.type == "model_call" else "id")
-                        if isinstance(cid, str) and cid in self.state.candidates:
-                            up.changed.add(cid)
-                            self.events_of.setdefault(cid, []).append(ev)
-                        if ev.type == "model_call" or cid not in self.state.candidates:
-                            up.changed.add(RUN)  # a model call also moves the run's cost
-                time.sleep(0)  # a waiting reader gets the lock (CPython locks are not fair)
+        return _Chunk(data, at_end, seen, cut, data[:cut].split(b"\n")[:-1])
+
+    def _fold(self, events: list[Event], changed: set[str]) -> None:
+        """Apply ``events`` to the state, adding the ids they change to ``changed``."""
+        for start in range(0, len(events), FOLD_BATCH):  # let readers in between
             with self.lock:
-                cands = self.state.candidates
-                for cid in sorted(
-                    (i for i in up.changed if i in cands), key=lambda i: cands[i].index
-                ):
-                    self._rows[cid] = row_of(cands[cid])
-        except ArchiveCorrupt as exc:
-            self.error = str(exc)
+                for ev in events[start : start + FOLD_BATCH]:
+                    self._apply(ev, changed)
+            time.sleep(0)  # a waiting reader gets the lock (CPython locks are not fair)
+        with self.lock:
+            cands = self.state.candidates
+            for cid in sorted((i for i in changed if i in cands), key=lambda i: cands[i].index):
+                self._rows[cid] = row_of(cands[cid])
+
+    def _apply(self, ev: Event, changed: set[str]) -> None:
+        """Fold one event; a candidate's event is also kept under its id."""
+        self.state.apply(ev)
+        cid = ev.data.get("candidate" if ev.type == "model_call" else "id")
+        if isinstance(cid, str) and cid in self.state.candidates:
+            changed.add(cid)
+            self.events_of.setdefault(cid, []).append(ev)
+        if ev.type == "model_call" or cid not in self.state.candidates:
+            changed.add(RUN)  # a model call also moves the run's cost
+
+    def _advance(self, chunk: _Chunk, events: int, up: Update) -> None:
+        """Move past a chunk's folded lines; on reaching the end, note what was seen."""
+        self._offset += chunk.cut
+        up.events = events
+        up.done = chunk.at_end or self._offset >= chunk.seen[0]
+        self.torn = len(chunk.data) - chunk.cut if chunk.at_end else 0
+        if not up.done:
+            return
+        self._seen = chunk.seen
+        if not self.loaded:
+            self.loaded = True
+            self.poll_live(every=0)
             up.changed.add(RUN)
-            return up
-        self._offset += cut
-        up.events = len(events)
-        up.done = at_end or self._offset >= seen[0]
-        self.torn = len(data) - cut if at_end else 0
-        if up.done:
-            self._seen = seen
-            if not self.loaded:
-                self.loaded = True
-                self.poll_live(every=0)
-                up.changed.add(RUN)
-        return up
 
     def _parse(self, lines: list[bytes]) -> list[Event]:
         events = []

@@ -45,6 +45,8 @@ class RunStarted(EventData):
     seed_tree: str
     #: digest of the operator code identities in recipe.lock.json (rsiframe.slots.identity)
     operators_digest: str | None = None
+    #: what the run warned about as it began (rsiframe.engine.startwarnings)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class SessionStarted(EventData):

@@ -177,6 +177,8 @@ class RunState:
     wall_closed: float = 0.0  # wall seconds of finished sessions
     session_start: float | None = None
     problems: list[str] = field(default_factory=list)
+    #: the run's start warnings (``run_started``): a config valid but likely not meant
+    warnings: list[str] = field(default_factory=list)
     records: int = 0
     lessons_digest: str | None = None
     #: model tokens and cost each candidate's operators (mutate, ...) spent (gateway count)
@@ -286,6 +288,7 @@ class RunState:
         self.evaluator_fingerprint = d.evaluator_fingerprint
         self.isolation = d.isolation
         self.seed_commit, self.seed_tree = d.seed_commit, d.seed_tree
+        self.warnings = list(d.warnings)
         self.started_at = ev.ts
         if d.keyid != self.verifier.keyid:
             self.problems.append("run_started names a different key than pubkey.pem")

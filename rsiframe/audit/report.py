@@ -118,6 +118,8 @@ class StatusReport(BaseModel):
     #: gateway recorded them; the next resume records them): {"calls", "paid", "tokens",
     #: "cost_usd"} (empty: none)
     unrecorded: dict[str, Any] = {}
+    #: what the run warned about as it began (a config valid but likely not meant)
+    warnings: list[str] = []
 
 
 def scores_of(c: Candidate) -> Scores:
@@ -185,6 +187,7 @@ def status_of(loaded: LoadedRun) -> StatusReport:
         counts=counts,
         candidates=rows,
         notes=loaded.notes + st.problems,
+        warnings=list(st.warnings),
         violations=list(st.violations),
         health=health_lines(st),
         head=chain_head(loaded.events) if loaded.events else "",
@@ -315,6 +318,8 @@ def print_summary(report: StatusReport, console: Console) -> None:
         console.print(f"chain head: {report.head}", highlight=False, soft_wrap=True)
     for note in report.notes:
         console.print(f"note: {note}", markup=False)
+    for line in report.warnings:
+        console.print(f"warning: {line}", markup=False)
     for v in report.violations:
         console.print(
             f"information-flow violation: {v.get('slot')} operator {v.get('operator')} "

@@ -12,8 +12,13 @@ was established and what was not:
 ``certificates``  every certificate verifies and binds this run, candidate commit and tree,
                   parent, recipe, evaluator and task set
 ``locks``         recipe.lock.json hashes to the run's recipe digest and matches
-                  recipe.yaml; tasks.lock.json hashes to the run's task-set fingerprint;
-                  evaluator.lock.json names the run's evaluator and the recipe's config
+                  recipe.yaml, its operator identities are those run_started signed, and
+                  every certificate names the locked gate code; tasks.lock.json hashes to
+                  the run's task-set fingerprint; evaluator.lock.json names the run's
+                  evaluator and the recipe's config
+``operators``     (drift) the operators' code on disk is what the lock holds
+``tasks``         (drift) the task set on disk is what the task lock holds (skipped when
+                  the task set is not on this machine)
 ``commits``       each candidate's commit is in repo.git with its recorded tree, its git
                   parent is its parent candidate's commit, and its ref points at it
 ``admitted``      every admitted candidate has a verified record for each required split,
@@ -24,7 +29,11 @@ was established and what was not:
 ``reproduce``     (``--reproduce``) the champion, re-evaluated from a fresh export in a fresh
                   sandbox, gets the rewards its certificates state
 
-Nothing here writes into the run folder, and no private key is needed.
+Each check's detail is what it found: a count when it passed, its first problem when not.
+``operators`` and ``tasks`` look at files on disk, not at the archive: a difference there is
+*drift* (the run's evidence still verifies; resume refuses until the files are back), told
+apart from a broken archive in the verdict (``ok``, ``drift``, ``failed``) and the exit code
+(:data:`EXIT_DRIFT`). Nothing here writes into the run folder, and no private key is needed.
 """
 
 from __future__ import annotations
@@ -59,6 +68,8 @@ from rsiframe.slots import identity as opidentity
 from rsiframe.tasks.taskset import SPLITS, TaskLock, TaskSet, tasks_by_split
 from rsiframe.util.digest import sha256_json
 
+#: the checks of files on disk against the run's locks: their problems are drift
+DRIFT_CHECKS = ("operators", "tasks")
 CHECKS = (
     "pubkey",
     "chain",
@@ -76,7 +87,9 @@ CHECKS = (
 
 class Check(BaseModel):
     name: str
-    status: Literal["ok", "failed", "skipped"]
+    #: drift: files on disk differ from the run's locks (a drift check's problems)
+    status: Literal["ok", "failed", "drift", "skipped"]
+    #: what the check found: a count when it passed, its first problem when not
     detail: str
     problems: list[str] = []
 
@@ -103,7 +116,10 @@ class Reproduction(BaseModel):
 
 
 class VerifyReport(BaseModel):
+    #: every check passed and nothing drifted
     ok: bool
+    #: ok; drift (the archive verifies, files on disk differ from its locks); failed
+    verdict: Literal["ok", "drift", "failed"] = "failed"
     path: str
     run_id: str
     keyid: str
@@ -119,11 +135,16 @@ class _Checks:
     def __init__(self) -> None:
         self.items: list[Check] = []
 
-    def add(self, name: str, detail: str, problems: list[str]) -> bool:
+    def add(self, name: str, found: str, problems: list[str]) -> bool:
+        """One check: ``found`` is what it established when it passed; otherwise its first
+        problem is what it found."""
+        bad = "drift" if name in DRIFT_CHECKS else "failed"
+        detail = found
+        if problems:
+            more = len(problems) - 1
+            detail = problems[0] + (f" (+{more} more)" if more else "")
         self.items.append(
-            Check(
-                name=name, status="failed" if problems else "ok", detail=detail, problems=problems
-            )
+            Check(name=name, status=bad if problems else "ok", detail=detail, problems=problems)
         )
         return not problems
 
@@ -171,7 +192,10 @@ def verify(
         report.problems = [p for c in checks.items for p in c.problems]
         # a skipped check is either behind a failed one or has nothing on this machine to
         # look at (the task set of a copied run folder)
-        report.ok = not any(c.status == "failed" for c in checks.items)
+        statuses = {c.status for c in checks.items}
+        verdict = next((v for v in ("failed", "drift") if v in statuses), "ok")
+        report.verdict = verdict  # type: ignore[assignment]
+        report.ok = report.verdict == "ok"
         return report
 
     # pubkey (its match with run_started is checked once the chain is read)
@@ -215,7 +239,7 @@ def verify(
         )
 
     unsigned = unsigned_events(events, verifier, every=True)
-    checks.add("signatures", f"{len(events)} event signatures", unsigned)
+    checks.add("signatures", f"{len(events)} events signed by the run's key", unsigned)
 
     try:
         st = fold(events, verifier)
@@ -223,24 +247,7 @@ def verify(
         checks.add("state", "fold of the events", [str(exc)])
         return done()
     report.run_id, report.records = st.run_id, st.records
-    cert_problems = [p for p in st.problems if "certificate" in p]
-    other = [p for p in st.problems if p not in cert_problems and "different key" not in p]
-    checks.add("state", f"{len(st.candidates)} candidates", other)
-    checks.add("certificates", f"{st.records} certificates verified and bound", cert_problems)
-    checks.add("locks", "recipe, task and evaluator locks", lock_problems(paths, st))
-    checks.add(
-        "operators",
-        "operator code on disk and in certificates matches the lock",
-        operator_drift(paths) + _operator_lock_problems(paths, st, events[0].data),
-    )
-    drifted, why_not = task_drift(paths, tasks_root)
-    if why_not:
-        checks.skip(("tasks",), why_not)
-    else:
-        checks.add("tasks", "task set on disk matches the task lock", drifted)
-    checks.add("commits", "candidate commits, trees, parents and refs", _commit_problems(paths, st))
-    checks.add("admitted", f"{len(st.admitted())} admitted candidates", _admitted_problems(st))
-    checks.add("evidence", "trajectories and logs named by certificates", _evidence(paths, st))
+    _fold_checks(checks, paths, st, events[0].data, tasks_root)
     if reproduce:
         rep, problems = reproduce_champion(
             paths,
@@ -259,6 +266,45 @@ def verify(
         )
         checks.add("reproduce", detail, problems)
     return done()
+
+
+def _fold_checks(
+    checks: _Checks,
+    paths: RunPaths,
+    st: RunState,
+    run_started: dict[str, Any],
+    tasks_root: Path | None,
+) -> None:
+    """The checks on the folded state: certificates, locks, files on disk (drift),
+    commits, admitted candidates and evidence."""
+    cert_problems = [p for p in st.problems if "certificate" in p]
+    other = [p for p in st.problems if p not in cert_problems and "different key" not in p]
+    checks.add("state", f"the events fold into {len(st.candidates)} candidates", other)
+    checks.add("certificates", f"{st.records} certificates verified and bound", cert_problems)
+    checks.add(
+        "locks",
+        "recipe, operator, task and evaluator locks match the run",
+        lock_problems(paths, st) + _operator_lock_problems(paths, st, run_started),
+    )
+    checks.add("operators", _operators_found(paths), operator_drift(paths))
+    drifted, why_not = task_drift(paths, tasks_root)
+    if why_not:
+        checks.skip(("tasks",), why_not)
+    else:
+        checks.add("tasks", f"{_task_count(paths)} tasks on disk as locked", drifted)
+    commits = sum(1 for c in st.candidates.values() if c.commit is not None)
+    checks.add(
+        "commits",
+        f"{commits} candidate commit(s) with their trees, parents and refs",
+        _commit_problems(paths, st),
+    )
+    checks.add(
+        "admitted",
+        f"{len(st.admitted())} admitted candidate(s), each with its verified records",
+        _admitted_problems(st),
+    )
+    evidence, files = _evidence(paths, st)
+    checks.add("evidence", f"{files} trajectories named by certificates, unaltered", evidence)
 
 
 # -- the checks -----------------------------------------------------------------------
@@ -423,22 +469,41 @@ def _admitted_problems(st: RunState) -> list[str]:
     return problems
 
 
-def _evidence(paths: RunPaths, st: RunState) -> list[str]:
-    """Every trajectory a certificate names, and every log it names, exists unaltered."""
-    problems = []
+def _evidence(paths: RunPaths, st: RunState) -> tuple[list[str], int]:
+    """Every trajectory a certificate names, and every log it names, exists unaltered; the
+    problems and the trajectories looked at."""
+    problems, count = [], 0
     for c in st.candidates.values():
         for tries in c.attempts.values():
             for a in tries:
                 if a.record is None:
                     continue
                 for task, digest in a.record.predicate.trajectories.items():
+                    count += 1
                     try:
                         traj = get_json(paths.root, digest)
                         for ref in traj.get("artifacts", {}).values():
                             get_artifact(paths.root, ref)
                     except (ArchiveCorrupt, ValueError, AttributeError) as exc:
                         problems.append(f"{c.id}/{a.split}#{a.attempt} {task}: {exc.args[0]}")
-    return problems
+    return problems, count
+
+
+def _operators_found(paths: RunPaths) -> str:
+    """What the operators check looked at, when nothing drifted."""
+    try:
+        locked = paths.read_json(paths.recipe_lock).get("operators") or {}
+    except RsiError:
+        return "no operator lock to compare"
+    files = opidentity.locked_files(locked)
+    return f"{len(locked)} operators, {len(files)} files on disk as locked"
+
+
+def _task_count(paths: RunPaths) -> int:
+    try:
+        return len(TaskLock.from_json(paths.read_json(paths.tasks_lock)).files)
+    except RsiError:
+        return 0
 
 
 # -- reproduce ------------------------------------------------------------------------

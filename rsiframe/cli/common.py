@@ -75,6 +75,14 @@ unset_option = click.option(
     "mapping)",
 )
 
+method_option = click.option(
+    "--method",
+    metavar="NAME|FILE",
+    help="run the recipe's target with this method: a shipped method's name (recipes/methods/"
+    "NAME.yaml: hill_climb, gepa, dgm, islands, ...) or a method file; its slots replace the "
+    "recipe's (same as extends: [RECIPE, METHOD])",
+)
+
 
 def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=False))

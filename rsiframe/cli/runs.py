@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -14,13 +14,14 @@ from rsiframe.cli.common import (
     EXIT_INTERRUPTED,
     RAY_ADDRESS,
     friendly,
+    method_option,
     print_json,
     sigterm_as_interrupt,
     stderr,
     stdout,
     unset_option,
 )
-from rsiframe.errors import EXIT_FAILED
+from rsiframe.errors import EXIT_DRIFT, EXIT_FAILED
 
 if TYPE_CHECKING:  # imported where a command runs (the CLI loads nothing up front)
     from rsiframe.engine.loop import Engine
@@ -95,6 +96,7 @@ class _Null:
     "the mapping at KEY (repeatable). The run's name then says what changed",
 )
 @unset_option
+@method_option
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
 @RAY_ADDRESS
@@ -105,6 +107,7 @@ def run(
     out: Path | None,
     sets: tuple[str, ...],
     unsets: tuple[str, ...],
+    method: str | None,
     quiet: bool,
     as_json: bool,
     ray_address: str | None,
@@ -128,10 +131,18 @@ def run(
 
     sigterm_as_interrupt()
     engine = Engine.create(
-        recipe, list(sets), out, ray_address, unsets=list(unsets), model_check=not no_model_check
+        recipe,
+        list(sets),
+        out,
+        ray_address,
+        unsets=list(unsets),
+        method=method,
+        model_check=not no_model_check,
     )
     click.echo(str(engine.paths.root))
     sys.stdout.flush()
+    for line in engine.state.warnings:  # also in run_started, shown by status
+        click.echo(f"rsiframe: warning: {line}", err=True)
     _drive(engine, quiet, as_json)
 
 
@@ -262,8 +273,16 @@ def verify(
     task set), locks, operators (operator code on disk as locked), tasks (the task set on
     disk as locked; skipped when it is not there), commits (in repo.git with the recorded
     tree), admitted (verified records), evidence (trajectories and logs). --reproduce adds
-    reproduce, --head adds head (a recorded chain head is still in the chain). Nothing is
-    written into the run folder. Exit 0 when every check passes, 1 otherwise.
+    reproduce, --head adds head (a recorded chain head is still in the chain). Each check's
+    detail is what it found. Nothing is written into the run folder.
+
+    \b
+    Exit status:
+      0  every check passed: the archive verifies and the files on disk match its locks
+      1  the archive does not verify (or --reproduce got other rewards), drift or not
+      2  bad input (no such run folder, a malformed --head or --key)
+      3  drift only: the archive verifies, but operator code or the task set on disk
+         differs from the run's locks (resume refuses until they are back)
     """
     from rsiframe.audit.verify import verify as verify_run
     from rsiframe.errors import RunFolderError
@@ -291,7 +310,7 @@ def verify(
         table = Table(title=f"verify {report.path}", title_justify="left")
         for col in ("check", "result", "detail"):
             table.add_column(col, overflow="fold")
-        style = {"ok": "green", "failed": "bold red", "skipped": "yellow"}
+        style = {"ok": "green", "failed": "bold red", "drift": "bold yellow", "skipped": "yellow"}
         for c in report.checks:
             table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", escape(c.detail))
         out.print(table)
@@ -300,17 +319,36 @@ def verify(
             out.print(f"  - {p}", highlight=False, markup=False)
         for n in report.notes + (report.reproduce.notes if report.reproduce else []):
             out.print(f"note: {n}", highlight=False, markup=False)
-        verdict = "OK" if report.ok else "FAILED"
-        out.print(f"{verdict}: {report.records} signed records, {len(report.problems)} problems")
+        out.print(verify_headline(report), highlight=False, markup=False)
     if not report.ok:
-        failed = [c.name for c in report.checks if c.status == "failed"]
-        first = report.problems[0] if report.problems else "checks skipped"
-        click.echo(
-            f"rsiframe: verification failed ({', '.join(failed)}): {first}"
-            + (f" (+{len(report.problems) - 1} more)" if len(report.problems) > 1 else ""),
-            err=True,
-        )
-        sys.exit(EXIT_FAILED)
+        click.echo(f"rsiframe: {verify_error(report)}", err=True)
+        sys.exit(EXIT_FAILED if report.verdict == "failed" else EXIT_DRIFT)
+
+
+def _named(report: Any, status: str) -> list[Any]:
+    return [c for c in report.checks if c.status == status]
+
+
+def verify_headline(report: Any) -> str:
+    """The verdict in one line: the archive's, and drift apart from it."""
+    drift = ", ".join(c.name for c in _named(report, "drift"))
+    files = f"; files on disk differ from its locks ({drift})" if drift else ""
+    if report.verdict == "failed":
+        failed = ", ".join(c.name for c in _named(report, "failed"))
+        return f"FAILED: the archive does not verify ({failed}){files}"
+    if report.verdict == "drift":
+        return f"DRIFT: the archive verifies ({report.records} signed records){files}"
+    return f"OK: the archive verifies ({report.records} signed records), files on disk as locked"
+
+
+def verify_error(report: Any) -> str:
+    """The one stderr line of a run that did not verify cleanly."""
+    worst = _named(report, "failed") or _named(report, "drift")
+    first = next((c.problems[0] for c in worst if c.problems), "checks skipped")
+    more = sum(len(c.problems) for c in worst) - 1
+    what = "verification failed" if report.verdict == "failed" else "drift: files on disk differ"
+    names = ", ".join(c.name for c in worst)
+    return f"{what} ({names}): {first}" + (f" (+{more} more)" if more > 0 else "")
 
 
 @click.command()

@@ -11,6 +11,7 @@ import click
 from rsiframe.cli.common import (
     EXIT_INTERRUPTED,
     friendly,
+    method_option,
     print_json,
     sigterm_as_interrupt,
     stderr,
@@ -23,8 +24,18 @@ from rsiframe.errors import EXIT_FAILED
 @click.argument("recipe", type=click.Path(path_type=Path), required=False)
 @click.option("--slot", help="the slot whose operator varies, e.g. select")
 @click.option("--operators", "operators_", metavar="A,B,C", help="operators for the slot")
+@click.option(
+    "--grid",
+    "grid_file",
+    type=click.Path(path_type=Path),
+    help="a grid file: named cells, each with its own --set items (and method), instead of "
+    "--slot/--operators",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
+@method_option
+@click.option(
+    "--repeats", type=click.IntRange(min=1), help="seeds per cell (default: the grid file's, or 3)"
+)
 @click.option("--out", type=click.Path(path_type=Path), help="grid folder")
 @click.option(
     "--resume", "resume_dir", type=click.Path(path_type=Path), help="finish the grid in DIR"
@@ -36,30 +47,32 @@ def ablate(
     recipe: Path | None,
     slot: str | None,
     operators_: str | None,
+    grid_file: Path | None,
     sets: tuple[str, ...],
-    repeats: int,
+    method: str | None,
+    repeats: int | None,
     out: Path | None,
     resume_dir: Path | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
-    """Run RECIPE once per operator of --slot and repeat (repeat r: random_seed r).
+    """Run RECIPE once per cell and repeat (repeat r: random_seed r): the cells are the
+    operators of --slot, or the named cells of a --grid file, each with its own --set
+    items and maybe its own method:
+
+    \b
+      set: [budget.max_generations=4]         # every cell
+      cells:
+        - {name: two-knobs, set: [slots.mutate.config.max_changes=2]}
+        - {name: round-robin, set: [slots.mutate.config.order=round_robin]}
 
     Budgets are identical (the recipe's); the grid resumes as a whole with --resume DIR
     and ends with the compare table of its runs.
     """
-    from rsiframe.errors import RecipeError
     from rsiframe.study import ablate as ablate_mod
 
     sigterm_as_interrupt()
-    if resume_dir is not None:
-        if recipe is not None or slot or operators_:
-            raise RecipeError("--resume DIR takes no RECIPE, --slot or --operators")
-        grid = ablate_mod.open_grid(resume_dir)
-    else:
-        if recipe is None or not slot or not operators_:
-            raise RecipeError("ablate needs RECIPE, --slot and --operators (or --resume DIR)")
-        grid = ablate_mod.plan_grid(recipe, slot, operators_.split(","), list(sets), repeats, out)
+    grid = _grid(recipe, slot, operators_, grid_file, list(sets), method, repeats, out, resume_dir)
     click.echo(str(grid.root))
     sys.stdout.flush()
     err = stderr()
@@ -68,18 +81,60 @@ def ablate(
         if not quiet:
             err.print(f"[{i + 1}/{n}] {cell.label} ...", highlight=False)
 
+    warned: set[tuple[str, str]] = set()
+
+    def on_warnings(cell: Any, lines: list[str]) -> None:
+        for line in lines:  # once per cell (its repeats say the same); in each run's status
+            if (cell.name, line) not in warned:
+                warned.add((cell.name, line))
+                click.echo(f"rsiframe: warning: {cell.name}: {line}", err=True)
+
     def on_done(r: Any) -> None:
         if not quiet and r.reason != "already ended":
             err.print(f"    {r.cell.label}: {r.state} in {r.seconds:.0f} s", highlight=False)
 
     try:
-        ablate_mod.run_grid(grid, on_start=on_start, on_done=on_done)
+        ablate_mod.run_grid(grid, on_start=on_start, on_done=on_done, on_warnings=on_warnings)
     except KeyboardInterrupt:
         click.echo(
             f"rsiframe: interrupted; continue with: rsiframe ablate --resume {grid.root}", err=True
         )
         sys.exit(EXIT_INTERRUPTED)
     _show_comparison([grid.root], by="recipe", force=False, as_json=as_json)
+
+
+def _grid(
+    recipe: Path | None,
+    slot: str | None,
+    operators_: str | None,
+    grid_file: Path | None,
+    sets: list[str],
+    method: str | None,
+    repeats: int | None,
+    out: Path | None,
+    resume_dir: Path | None,
+) -> Any:
+    """The grid ``ablate`` drives: reopened, from a grid file, or one operator per cell."""
+    from rsiframe.errors import RecipeError
+    from rsiframe.study import ablate as ablate_mod
+
+    if resume_dir is not None:
+        if recipe is not None or slot or operators_ or grid_file or method:
+            raise RecipeError(
+                "--resume DIR takes no RECIPE, --slot, --operators, --grid or --method"
+            )
+        return ablate_mod.open_grid(resume_dir)
+    if grid_file is not None:
+        if slot or operators_:
+            raise RecipeError("--grid FILE takes no --slot or --operators (its cells say)")
+        return ablate_mod.plan_grid_file(grid_file, recipe, sets, repeats, out, method)
+    if recipe is None or not slot or not operators_:
+        raise RecipeError(
+            "ablate needs RECIPE with --slot and --operators, or --grid FILE (or --resume DIR)"
+        )
+    return ablate_mod.plan_grid(
+        recipe, slot, operators_.split(","), sets, repeats or 3, out, method
+    )
 
 
 def _show_comparison(

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from rsiframe.cli.common import (
     friendly,
+    method_option,
     print_json,
     sigterm_as_interrupt,
     stderr,
@@ -148,13 +149,21 @@ def recipe() -> None:
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
 @unset_option
+@method_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
-    """Validate FILE: schema, operators and their configs, seed, tasks and surface."""
+def recipe_check(
+    file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], method: str | None, as_json: bool
+) -> None:
+    """Validate FILE: schema, operators and their configs, seed, tasks and surface. A method
+    file (kind: method) is checked alone: what it holds and its operators' configs."""
     from rsiframe.engine.preflight import plan
+    from rsiframe.recipe.load import is_method_file
 
-    info = plan(file, list(sets), unsets=list(unsets))
+    if is_method_file(file) and not (sets or unsets or method):
+        _check_method(file, as_json)
+        return
+    info = plan(file, list(sets), unsets=list(unsets), method=method)
     if as_json:
         print_json(
             {
@@ -177,13 +186,16 @@ def recipe_check(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override one key")
 @unset_option
+@method_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
-def recipe_show(file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], as_json: bool) -> None:
+def recipe_show(
+    file: Path, sets: tuple[str, ...], unsets: tuple[str, ...], method: str | None, as_json: bool
+) -> None:
     """Print the resolved recipe (extends merged, overrides applied, defaults filled in)."""
     from rsiframe.recipe import load as recipe_mod
 
-    resolved = recipe_mod.load(file, list(sets), unsets=list(unsets))
+    resolved = recipe_mod.load(file, list(sets), unsets=list(unsets), method=method)
     if as_json:
         print_json({"digest": resolved.digest, "recipe": resolved.data})
     else:
@@ -414,6 +426,18 @@ def stub_llm(script: Path, host: str, port: int) -> None:
     stub = StubLLM(Script.load(script))
     click.echo(f"stub endpoint at http://{host}:{port}/v1 ({len(stub.remaining)} answers)")
     uvicorn.run(stub.app, host=host, port=port, log_level="warning", lifespan="off")
+
+
+def _check_method(file: Path, as_json: bool) -> None:
+    """``recipe check`` of a method file: it holds only what a method decides."""
+    from rsiframe.recipe.load import check_method_file, method_ref
+
+    method, operators = check_method_file(file)
+    if as_json:
+        print_json({"ok": True, "kind": "method", "name": method.name, "operators": operators})
+        return
+    ops = ", ".join(f"{slot}={op}" for slot, op in operators.items())
+    click.echo(f"{file}: ok (method {method.name}: {ops}; run it with --method {method_ref(file)})")
 
 
 def _slots(info: Any) -> list[tuple[str, Any]]:

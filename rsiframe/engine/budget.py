@@ -95,6 +95,16 @@ class BudgetGuard:
             return f"the model gateway refused a call: {st.model_refused}"
         return None
 
+    def plan_done(self, st: RunState) -> str | None:
+        """Why the run has made the children its recipe planned (``max_candidates``; None:
+        not yet). A run stopped by its own plan (this, or ``max_generations``) ends
+        ``finished``; one stopped by a resource (evaluations, task runs, wall time, model
+        tokens, cost) ends ``budget_exhausted``."""
+        b = self.budget
+        if b.max_candidates is not None and st.children() >= b.max_candidates:
+            return f"candidates reached {b.max_candidates}"
+        return None
+
     def refuse_generation(self, st: RunState) -> str | None:
         """Why generation ``st.generation + 1`` may not start (None: it may)."""
         b = self.budget

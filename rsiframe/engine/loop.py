@@ -36,6 +36,7 @@ from rsiframe.engine.inflight import Closure, Inflight
 from rsiframe.engine.review import gate, record, reflect
 from rsiframe.engine.runstart import RunParts, create_run, open_run
 from rsiframe.engine.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
+from rsiframe.engine.startwarnings import start_warnings
 from rsiframe.engine.taskruns import TaskRunMeter, budget_guard
 from rsiframe.engine.transaction import RunFailure, Transaction, failure_reason
 from rsiframe.evaluators import health
@@ -206,15 +207,18 @@ class Engine:
         ray_address: str | None = None,
         unsets: list[str] | None = None,
         replay_of: Path | None = None,
+        method: str | Path | None = None,
         model_check: bool = True,
     ) -> Engine:
         """Validate everything (with ``model_check``, each declared model answers one tiny
-        call), then create the run folder, keys, locks and the seed commit."""
+        call), then create the run folder, keys, locks and the seed commit (``method``: the
+        recipe's target run with that method)."""
         parts, started = create_run(
-            recipe_path, sets, out, ray_address, unsets, replay_of, model_check=model_check
+            recipe_path, sets, out, ray_address, unsets, replay_of, method, model_check
         )
         engine = cls(parts)
-        engine.emit(started)
+        warned = start_warnings(engine.calls.ops, engine.recipe, engine.task_lock.split)
+        engine.emit(started.model_copy(update={"warnings": warned}))
         engine.emit(E.SessionStarted(resumed=False))
         engine._record_check()
         return engine

@@ -54,12 +54,14 @@ def plan(
     unsets: list[str] | None = None,
     *,
     replay: bool = False,
+    method: str | Path | None = None,
     model_check: bool = False,
 ) -> Plan:
     """Every check before a run folder exists; ``replay``: the models need no endpoint (a
-    replay's gateway answers only from the source run's archive); ``model_check``: each
-    declared model answers one tiny call (last, once everything else passed)."""
-    resolved = recipe_mod.load(recipe_path, sets, unsets=unsets)
+    replay's gateway answers only from the source run's archive); ``method``: the recipe's
+    target run with that method (``--method``); ``model_check``: each declared model
+    answers one tiny call (last, once everything else passed)."""
+    resolved = recipe_mod.load(recipe_path, sets, unsets=unsets, method=method)
     r = resolved.recipe
     executor, key = session_spec(r.evaluator.executor, ray_address)
     check_executor(executor, key, r.evaluator.engine)

@@ -71,14 +71,22 @@ def create_run(
     ray_address: str | None = None,
     unsets: list[str] | None = None,
     replay_of: Path | None = None,
+    method: str | Path | None = None,
     model_check: bool = True,
 ) -> tuple[RunParts, RunStarted]:
     """Validate everything, then create the run folder, keys, locks and the seed commit;
     returns the parts and the ``run_started`` event to record first. ``replay_of``: the
     ledger folder whose answers alone a replay's gateway serves (no endpoint needed);
-    ``model_check``: each declared model answers one tiny call before the folder exists."""
+    ``method``: the recipe's target run with that method (``--method``); ``model_check``:
+    each declared model answers one tiny call before the folder exists."""
     p = plan(
-        recipe_path, sets, ray_address, unsets, replay=bool(replay_of), model_check=model_check
+        recipe_path,
+        sets,
+        ray_address,
+        unsets,
+        replay=replay_of is not None,
+        method=method,
+        model_check=model_check,
     )
     # connected before the run folder exists: a cluster that fails leaves nothing behind
     executor = open_executor(p.executor, p.executor_key)

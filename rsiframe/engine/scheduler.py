@@ -151,7 +151,7 @@ class Scheduler:
         if closed and not jobs and not self.unsettled(None):
             refusal = self.budget.refuse_candidate(st)
             if refusal is not None:
-                return Decision("finish", state="budget_exhausted", reason=refusal)
+                return self._end(refusal)
             self.closed.discard(g)  # rejected children gave their evaluations back
             closed = False
         due = sorted(set(range(1, g + 1)) - set(st.reflected)) if self.reflects else []
@@ -168,7 +168,7 @@ class Scheduler:
             limit = self.recipe.budget.max_generations
             if limit is not None and g >= limit:
                 return Decision("finish", state="finished", reason=f"completed {g} generation(s)")
-            return Decision("finish", state="budget_exhausted", reason=refusal)
+            return self._end(refusal)
         if closed or self.stopping or not self.inflight.free():
             return Decision(WAIT)
         refusal = self.budget.refuse_candidate(st)
@@ -177,6 +177,14 @@ class Scheduler:
         if jobs or self.unsettled(None):
             self.closed.add(g)  # no more children until what is in flight settles
             return Decision(WAIT)
+        return self._end(refusal)
+
+    def _end(self, refusal: str) -> Decision:
+        """The run ends: ``finished`` when it made the children its budget planned,
+        ``budget_exhausted`` when a resource ran out first (``refusal`` says which)."""
+        done = self.budget.plan_done(self.state)
+        if done is not None:
+            return Decision("finish", state="finished", reason=done)
         return Decision("finish", state="budget_exhausted", reason=refusal)
 
 

@@ -176,3 +176,37 @@ class Recipe(_Strict):
     information: InformationSpec = Field(default_factory=InformationSpec)
     models: Models = Field(default_factory=dict, description="declared models (issue 13)")
     concurrency: ConcurrencySpec = Field(default_factory=ConcurrencySpec)
+
+
+# -- methods ------------------------------------------------------------------------------
+
+
+class MethodEvaluator(_Strict):
+    """A method's part of ``evaluator:``: how a child's evaluation is staged. The evaluator
+    itself (engine, config, executor) is the target's: a method never changes what a score
+    means, so a method's runs compare with the target's own."""
+
+    stages: list[StageSpec] = Field(default_factory=list)
+
+
+class Method(_Strict):
+    """A method file (``kind: method``): only what the method decides, no target in it.
+
+    A run combines a target recipe (seed, tasks, surface, evaluator) with a method:
+    ``extends: [target.yaml, methods/gepa.yaml]`` or ``rsiframe run target.yaml --method
+    gepa``. The method's ``slots`` replace the target's whole; its other keys merge over
+    the target's (a budget the method does not set stays the target's)."""
+
+    kind: Literal["method"]
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    slots: Slots
+    children_per_generation: int | None = Field(None, ge=1)
+    budget: Budget | None = None
+    evaluator: MethodEvaluator | None = None
+    models: Models = Field(default_factory=dict)
+    information: InformationSpec | None = None
+
+
+#: the keys a method file may hold
+METHOD_KEYS = tuple(Method.model_fields)

@@ -186,7 +186,7 @@ def limits_step(limits: Limits, *, nproc: bool, joins: Sequence[Path] = ()) -> l
 
     Units: ``-v`` KiB, ``-f`` 512-byte blocks (POSIX; dash and bash as ``sh`` alike); the
     process limit is ``-p`` in dash and ``-u`` in bash, so both are tried.
-    ``tests/test_sandbox.py`` reads ``/proc/self/limits`` inside to check them."""
+    ``tests/sandbox/test_bwrap.py`` reads ``/proc/self/limits`` inside to check them."""
     steps = [f"echo 0 > {shlex.quote(str(p))}" for p in joins]
     if limits.memory_mb is not None:
         steps.append(f"ulimit -v {int(limits.memory_mb) << 10}")

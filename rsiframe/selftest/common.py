@@ -7,12 +7,13 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rsiframe.archive.loader import load_run
+from rsiframe.archive.log import get_json
 from rsiframe.audit.verify import verify
 from rsiframe.errors import RsiError
 from rsiframe.selftest.experiment import Experiment, build
@@ -81,3 +82,29 @@ def attack(t: Trial, params: dict[str, Any]) -> tuple[Experiment, subprocess.Com
     victims = t.rng.sample(["c0001", "c0002", "c0003"], t.rng.randint(1, 2))
     exp = t.experiment(generations=2, children=2, params={"victims": victims, "level": 0, **params})
     return exp, exp.run()
+
+
+@dataclass(frozen=True)
+class CertifiedTask:
+    """One task of a certified evaluation in a run: where it ran, and its trajectory."""
+
+    candidate: str
+    split: str
+    task: str
+    trajectory: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"{self.candidate}/{self.split}/{self.task}"
+
+
+def certified_tasks(exp: Experiment) -> Iterator[CertifiedTask]:
+    """Every task of every certified evaluation in the experiment's run, in archive order."""
+    loaded = load_run(exp.run_dir)
+    for c in loaded.state.candidates.values():
+        for tries in c.attempts.values():
+            for a in tries:
+                if a.record is None:
+                    continue
+                for task, digest in a.record.predicate.trajectories.items():
+                    yield CertifiedTask(c.id, a.split, task, get_json(exp.run_dir, digest))

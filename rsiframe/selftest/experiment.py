@@ -343,43 +343,11 @@ def build(
     is the recipe's ``concurrency:`` (candidates in flight, mode)."""
     root.mkdir(parents=True, exist_ok=True)
     tasks = root / "tasks"
-    for tid, need in NEEDS.items():
-        t = tasks / tid
-        (t / "environment").mkdir(parents=True)
-        (t / "tests").mkdir()
-        (t / "task.toml").write_text(
-            'version = "1.0"\n[agent]\ntimeout_sec = 20\n[verifier]\ntimeout_sec = 20\n'
-        )
-        (t / "instruction.md").write_text("Write your level to /app/answer.txt.\n")
-        (t / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
-        (t / "tests" / "need.txt").write_text(f"{need}\n")
-        (t / "tests" / "test.sh").write_text(TEST_SH)
+    _write_tasks(tasks)
     s = root / "seed"
-    (s / "fixed").mkdir(parents=True)
-    (s / "agent.py").write_text(AGENT)
-    (s / "config.yaml").write_text("level: 1\nstyle: plain\n")
-    (s / "fixed" / "README.md").write_text("Outside the surface: no mutation may change this.\n")
-    (s / "fixed" / "mutate.py").write_text(MUTATE)
-    (s / "fixed" / "attack_agent.py").write_text(ATTACK_AGENT)
-    (s / "fixed" / "root_attack.py").write_text(ROOT_ATTACK)
-    (s / "fixed" / "params.json").write_text(
-        json.dumps(params or {"mode": "benign", "victims": []})
-    )
+    _write_seed(s, params)
     keys = root / "keys"
     keys.mkdir(mode=0o700)
-    if params is None:
-        mutate: dict[str, Any] = {
-            "operator": "knobs",
-            "config": {
-                "max_changes": 1,
-                "knobs": [
-                    {"file": "config.yaml", "key": "level", "range": [0, 6], "step": 1},
-                    {"file": "config.yaml", "key": "style", "choices": ["plain", "fancy"]},
-                ],
-            },
-        }
-    else:
-        mutate = {"operator": "script", "config": {"command": ["python3", "fixed/mutate.py"]}}
     data: dict[str, Any] = {
         "name": "selftest",
         "seed": str(s),
@@ -397,7 +365,7 @@ def build(
         "slots": {
             "select": {"operator": "best"},
             "rollout": {"operator": "local"},
-            "mutate": mutate,
+            "mutate": _mutate_slot(params),
             "gate": {"operator": "improves_parent"},
             "record": {"operator": "notes"},
             **(slots or {}),
@@ -411,6 +379,52 @@ def build(
     exp = Experiment(root, keys, root / "recipe.yaml", tasks, s, data)
     exp.write_recipe()
     return exp
+
+
+def _write_tasks(tasks: Path) -> None:
+    """The six shell tasks: ``t<i>`` needs an answer of at least ``i``."""
+    for tid, need in NEEDS.items():
+        t = tasks / tid
+        (t / "environment").mkdir(parents=True)
+        (t / "tests").mkdir()
+        (t / "task.toml").write_text(
+            'version = "1.0"\n[agent]\ntimeout_sec = 20\n[verifier]\ntimeout_sec = 20\n'
+        )
+        (t / "instruction.md").write_text("Write your level to /app/answer.txt.\n")
+        (t / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+        (t / "tests" / "need.txt").write_text(f"{need}\n")
+        (t / "tests" / "test.sh").write_text(TEST_SH)
+
+
+def _write_seed(s: Path, params: dict[str, Any] | None) -> None:
+    """The seed: its agent and ``config.yaml`` (level 1), and ``fixed/`` outside the surface."""
+    (s / "fixed").mkdir(parents=True)
+    (s / "agent.py").write_text(AGENT)
+    (s / "config.yaml").write_text("level: 1\nstyle: plain\n")
+    (s / "fixed" / "README.md").write_text("Outside the surface: no mutation may change this.\n")
+    (s / "fixed" / "mutate.py").write_text(MUTATE)
+    (s / "fixed" / "attack_agent.py").write_text(ATTACK_AGENT)
+    (s / "fixed" / "root_attack.py").write_text(ROOT_ATTACK)
+    (s / "fixed" / "params.json").write_text(
+        json.dumps(params or {"mode": "benign", "victims": []})
+    )
+
+
+def _mutate_slot(params: dict[str, Any] | None) -> dict[str, Any]:
+    """The recipe's mutate slot: a knob of ``config.yaml`` at a time, or (with attack
+    ``params``) the script ``fixed/mutate.py``."""
+    if params is not None:
+        return {"operator": "script", "config": {"command": ["python3", "fixed/mutate.py"]}}
+    return {
+        "operator": "knobs",
+        "config": {
+            "max_changes": 1,
+            "knobs": [
+                {"file": "config.yaml", "key": "level", "range": [0, 6], "step": 1},
+                {"file": "config.yaml", "key": "style", "choices": ["plain", "fancy"]},
+            ],
+        },
+    }
 
 
 def _level(repo: CandidateRepo, commit: str) -> int | None:

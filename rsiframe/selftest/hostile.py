@@ -18,7 +18,16 @@ from typing import Any
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.log import get_artifact, get_json
 from rsiframe.sandbox.bwrap import Mount, make_sandbox
-from rsiframe.selftest.common import KILLED, Trial, attack, check_exit, one_line, sound
+from rsiframe.selftest.common import (
+    KILLED,
+    CertifiedTask,
+    Trial,
+    attack,
+    certified_tasks,
+    check_exit,
+    one_line,
+    sound,
+)
 from rsiframe.selftest.experiment import ROOT_ATTACK, Experiment
 
 PLANTED = "rsiframe-selftest-planted.pth"
@@ -173,55 +182,63 @@ def linked_answer_problems(
 LIMITS = {"memory_mb": 512, "pids": 64, "tmp_mb": 16, "app_mb": 32, "artifacts_mb": 2}
 
 
+#: what ends each variant's agent (the ``logs`` variant runs to its end, its logs dropped)
+ENDED_BY = {
+    "fork": "limit of 64 processes",
+    "memory": "memory limit of 512 MiB",
+    "app": "app grew past 32 MiB",
+}
+
+
 def exhaust(t: Trial) -> list[str]:
     """The agent fills /tmp and its logs, and forks 150 processes, takes 768 MiB or floods /app."""
     variant = t.rng.choice(["fork", "memory", "app", "logs"])
-    victims = t.rng.sample(["c0001", "c0002", "c0003"], t.rng.randint(1, 2))
-    params = {"mode": "exhaust", "variant": variant, "victims": victims, "level": 0}
-    exp = t.experiment(generations=2, children=2, params=params)
-    table = "\n[rsiframe]\n" + "".join(f"{k} = {v}\n" for k, v in LIMITS.items())
-    for toml in exp.tasks.glob("*/task.toml"):
-        toml.write_text(toml.read_text() + table)
+    exp = _limited_experiment(t, variant)
     problems, ok = check_exit(exp.run(), "run")
     if not ok:
         return problems
-    loaded = load_run(exp.run_dir)
     seen = 0
-    for c in loaded.state.candidates.values():
-        for tries in c.attempts.values():
-            for a in tries:
-                if a.record is None:
-                    continue
-                for task, digest in a.record.predicate.trajectories.items():
-                    traj = get_json(exp.run_dir, digest)
-                    ref = traj.get("artifacts", {}).get("agent.stdout")
-                    out = get_artifact(exp.run_dir, ref).decode() if ref else ""
-                    if "ATTACK exhaust" not in out:
-                        continue
-                    seen += 1
-                    where = f"{c.id}/{a.split}/{task}"
-                    if "tmp blocked" not in out or "memory GOT" in out:
-                        problems.append(f"{where}: /tmp or memory not limited: {out[:120]!r}")
-                    error = traj.get("error") or ""
-                    want = {
-                        "fork": "limit of 64 processes",
-                        "memory": "memory limit of 512 MiB",
-                        "app": "app grew past 32 MiB",
-                    }
-                    if variant in want and want[variant] not in error:
-                        problems.append(f"{where}: {variant} not ended by its limit: {error!r}")
-                    # a limit held by an rlimit only is said; with cgroups it never is
-                    fallback = traj.get("agent", {}).get("limits_fallback")
-                    if fallback:
-                        problems.append(f"{where}: limits without a cgroup: {fallback}")
-                    if variant == "logs" and len(traj.get("artifacts_dropped", [])) < 10:
-                        problems.append(f"{where}: agent logs stored past the artifacts cap")
+    for done in certified_tasks(exp):
+        ref = done.trajectory.get("artifacts", {}).get("agent.stdout")
+        out = get_artifact(exp.run_dir, ref).decode() if ref else ""
+        if "ATTACK exhaust" in out:
+            seen += 1
+            problems += _past_limits(done, variant, out)
     if not seen:
         problems.append("the exhausting agent never ran")
     stored = sum(p.stat().st_size for p in (exp.run_dir / "artifacts").rglob("*") if p.is_file())
     if stored > 24 << 20:
         problems.append(f"the run's artifacts grew to {stored >> 20} MiB")
     return problems[:6] + sound(exp)
+
+
+def _limited_experiment(t: Trial, variant: str) -> Experiment:
+    """The exhausting agent's experiment, whose tasks declare :data:`LIMITS`."""
+    victims = t.rng.sample(["c0001", "c0002", "c0003"], t.rng.randint(1, 2))
+    params = {"mode": "exhaust", "variant": variant, "victims": victims, "level": 0}
+    exp = t.experiment(generations=2, children=2, params=params)
+    table = "\n[rsiframe]\n" + "".join(f"{k} = {v}\n" for k, v in LIMITS.items())
+    for toml in exp.tasks.glob("*/task.toml"):
+        toml.write_text(toml.read_text() + table)
+    return exp
+
+
+def _past_limits(done: CertifiedTask, variant: str, out: str) -> list[str]:
+    """What an exhausting agent (its stdout ``out``) got past the limits in one task."""
+    traj, where = done.trajectory, done.where
+    problems = []
+    if "tmp blocked" not in out or "memory GOT" in out:
+        problems.append(f"{where}: /tmp or memory not limited: {out[:120]!r}")
+    error = traj.get("error") or ""
+    if variant in ENDED_BY and ENDED_BY[variant] not in error:
+        problems.append(f"{where}: {variant} not ended by its limit: {error!r}")
+    # a limit held by an rlimit only is said; with cgroups it never is
+    fallback = traj.get("agent", {}).get("limits_fallback")
+    if fallback:
+        problems.append(f"{where}: limits without a cgroup: {fallback}")
+    if variant == "logs" and len(traj.get("artifacts_dropped", [])) < 10:
+        problems.append(f"{where}: agent logs stored past the artifacts cap")
+    return problems
 
 
 # -- item 6: a candidate's file can hang the framework --------------------------------------

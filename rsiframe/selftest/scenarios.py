@@ -18,11 +18,20 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from rsiframe.archive.loader import load_run
-from rsiframe.archive.log import GENESIS, get_artifact, get_json
+from rsiframe.archive.log import GENESIS, get_artifact
 from rsiframe.archive.state import Candidate
 from rsiframe.audit.verify import verify
 from rsiframe.certs.signing import EVENT_TYPE, Signer
-from rsiframe.selftest.common import KILLED, Scenario, Trial, attack, check_exit, one_line, sound
+from rsiframe.selftest.common import (
+    KILLED,
+    Scenario,
+    Trial,
+    attack,
+    certified_tasks,
+    check_exit,
+    one_line,
+    sound,
+)
 from rsiframe.selftest.experiment import NEEDS, SPLIT, Experiment, build, folder_digest
 from rsiframe.util.digest import canonical_json, sha256_bytes
 
@@ -217,21 +226,13 @@ def _agent_attack(t: Trial, mode: str, targets: list[str], level: int) -> list[s
     problems, ok = check_exit(res, "run")
     if not ok:
         return problems
-    loaded = load_run(exp.run_dir)
     ran = 0
-    for c in loaded.state.candidates.values():
-        for tries in c.attempts.values():
-            for a in tries:
-                if a.record is None:
-                    continue
-                for digest in a.record.predicate.trajectories.values():
-                    traj = get_json(exp.run_dir, digest)
-                    out = get_artifact(exp.run_dir, traj["artifacts"]["agent.stdout"]).decode()
-                    for line in out.splitlines():
-                        if line.startswith("ATTACK"):
-                            ran += 1
-                            if "LEAKED" in line:
-                                problems.append(f"{c.id}/{a.split}: {line[:300]}")
+    for done in certified_tasks(exp):
+        stdout = done.trajectory["artifacts"]["agent.stdout"]
+        out = get_artifact(exp.run_dir, stdout).decode()
+        attacks = [x for x in out.splitlines() if x.startswith("ATTACK")]
+        ran += len(attacks)
+        problems += [f"{done.candidate}/{done.split}: {x[:300]}" for x in attacks if "LEAKED" in x]
     if mode != "forge_reward" and not ran:
         problems.append("the attacking agent never ran")
     return problems[:5] + sound(exp)

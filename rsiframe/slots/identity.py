@@ -12,9 +12,13 @@
 * ``candidate``: a ``candidate:`` operator: nothing here, its code is in the candidate's
   own tree, which its commit already binds.
 
-Only the file defining the class is hashed, not the modules it imports.
+Each identity but a candidate's also holds ``files``: the sha256 of every file of the
+operator's package (:mod:`rsiframe.slots.codefiles`: the local modules the defining file
+imports, the ``__init__.py`` of each package on the way, an installed distribution's
+RECORD), so an edit of ``tpops/__init__.py`` or of a helper module is a code change too.
 ``resume`` refuses a change (:func:`require_unchanged`); ``verify`` and ``status`` re-hash
-the locked files without importing anything (:func:`drift`).
+the locked files without importing anything (:func:`drift`). A lock from before ``files``
+is compared on the defining file alone.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from rsiframe import __version__
 from rsiframe.errors import LockMismatch
+from rsiframe.slots import codefiles
 from rsiframe.util.digest import sha256_bytes, sha256_json
 
 GROUP = "rsiframe.operators"
@@ -84,15 +89,16 @@ def identity(
     if ":" in ref:
         target = ref.rpartition(":")[0]
         if target.endswith(".py") or "/" in target:
-            return {**out, "kind": "file"}
+            return {**out, "kind": "file", "files": _package_files(cls, file)}
         dist = _distribution_of(cls.__module__)
         out["kind"] = "module"
         if dist is not None:
             out |= {"distribution": dist.metadata["Name"], "version": dist.version}
-        return out
+        return {**out, "files": _package_files(cls, file, dist)}
     dist = _entry_point_dist(slot, ref.removeprefix(slot + "."), eps)
     if dist is None or dist.metadata["Name"] == "rsiframe":
-        return {**out, "kind": "builtin", "rsiframe": __version__}
+        files = _package_files(cls, file)
+        return {**out, "kind": "builtin", "rsiframe": __version__, "files": files}
     record = dist.read_text("RECORD")
     return {
         **out,
@@ -100,7 +106,26 @@ def identity(
         "distribution": dist.metadata["Name"],
         "version": dist.version,
         "record_sha256": sha256_bytes(record.encode()) if record is not None else None,
+        "files": _package_files(cls, file, dist),
     }
+
+
+def _package_files(
+    cls: type, file: str | None, dist: metadata.Distribution | None = None
+) -> dict[str, str | None]:
+    """Path -> sha256 of every file of the operator's package (:mod:`codefiles`); ``dist``:
+    the installed distribution it comes from, whose RECORD is locked too."""
+    if file is None:
+        return {}
+    name: tuple[str, ...]
+    if cls.__module__.startswith(codefiles.USER_MODULE):  # a file operator, loaded on its own
+        roots, name = codefiles.file_roots(Path(file)), (Path(file).stem,)
+    else:
+        roots, name = codefiles.module_roots(cls.__module__), tuple(cls.__module__.split("."))
+    found = codefiles.local_modules(Path(file), name, roots)
+    if dist is not None and dist.metadata["Name"] != "rsiframe":
+        found |= codefiles.distribution_files(dist)
+    return {str(p): file_digest(str(p)) for p in sorted(found)}
 
 
 def identities(resolved: Any) -> dict[str, Any]:
@@ -129,7 +154,28 @@ def _describe(slot: str, locked: dict[str, Any], now: dict[str, Any] | None) -> 
                 "rsiframe": f"rsiframe {locked.get(key)} -> {now.get(key)}",
             }[key]
             return f"slots.{slot}: operator {ref}: {what}"
+    if "files" in locked:  # a lock from before ``files``: the defining file alone
+        changed = changed_files(locked["files"], now.get("files") or {})
+        if changed:
+            return f"slots.{slot}: operator {ref}: code changed: {_first(changed)}"
     return None
+
+
+def changed_files(locked: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """The files whose digest differs, or which only one side has."""
+    return sorted(p for p in locked.keys() | now.keys() if locked.get(p) != now.get(p))
+
+
+def _first(paths: list[str]) -> str:
+    return paths[0] + (f" (+{len(paths) - 1} more)" if len(paths) > 1 else "")
+
+
+def locked_files(locked: dict[str, Any] | None) -> set[str]:
+    """Every file the operator lock hashes."""
+    out: set[str] = set()
+    for ident in (locked or {}).values():
+        out |= set(ident.get("files") or ([ident["file"]] if ident.get("file") else []))
+    return out
 
 
 def changes(locked: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
@@ -176,10 +222,12 @@ def drift(locked: dict[str, Any] | None) -> list[str]:
     for slot, ident in (locked or {}).items():
         if ident.get("kind") == "candidate" or not ident.get("file"):
             continue
-        if file_digest(ident["file"]) != ident.get("sha256"):
+        files = ident.get("files") or {ident["file"]: ident.get("sha256")}
+        changed = [p for p, digest in sorted(files.items()) if file_digest(p) != digest]
+        if changed:
             out.append(
                 f"operator code on disk differs from the run's lock: slots.{slot} "
-                f"{ident.get('ref')} ({ident['file']})"
+                f"{ident.get('ref')} ({_first(changed)})"
             )
         elif ident.get("distribution") and ident.get("version"):
             try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rsiframe.api import SLOT_BASES, SLOT_TABLE, SLOTS, Operator
 from rsiframe.errors import OperatorNotFound
+from rsiframe.slots.codefiles import USER_MODULE
 from rsiframe.slots.untrusted import PREFIX as CANDIDATE_PREFIX
 from rsiframe.slots.untrusted import operator_class as untrusted_class
 from rsiframe.util.digest import sha256_bytes
@@ -53,7 +54,7 @@ def _load_ref(ref: str, base_dir: Path | None) -> type:
             path = base_dir / path
         if not path.is_file():
             raise OperatorNotFound(f"operator file not found: {path}")
-        modname = "rsiframe_user_" + sha256_bytes(str(path.resolve()).encode())[:12]
+        modname = USER_MODULE + sha256_bytes(str(path.resolve()).encode())[:12]
         module = sys.modules.get(modname)
         if module is None:
             spec = importlib.util.spec_from_file_location(modname, path)

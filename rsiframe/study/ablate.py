@@ -1,8 +1,13 @@
-"""``rsiframe ablate``: one slot's operators times N seeds, from one recipe, as one resumable grid.
+"""``rsiframe ablate``: cells times N seeds, from one recipe, as one resumable grid.
 
-Repeat ``r`` of every operator runs with ``random_seed`` r, so the operators meet the same
-seeds; every other key (budget included) comes from the recipe and its ``--set`` items, so
-budgets are identical. The grid is a folder (:mod:`rsiframe.study.gridspec`).
+A grid's cells are the operators of one slot (``--slot S --operators A,B``) or the named
+cells of a grid file (``--grid FILE``), each with its own ``--set`` items and, maybe, its
+own method (:class:`GridFile`), so operators that need different configs, or different
+methods, run side by side. Repeat ``r`` of every cell runs with ``random_seed`` r, so the
+cells meet the same seeds; every other key (budget included) comes from the recipe and the
+``--set`` items every cell shares, so budgets are identical. Two cells that would resolve
+to one method are refused before anything runs (compare would pool them). The grid is a
+folder (:mod:`rsiframe.study.gridspec`).
 
 ``--resume`` finishes what is left: cells never started are created, interrupted runs are
 resumed, ended runs are left as they are.
@@ -16,25 +21,27 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rsiframe.api import SLOTS
 from rsiframe.errors import RecipeError, RunFolderError
 from rsiframe.recipe import load as recipe_mod
 from rsiframe.slots.registry import resolve
-from rsiframe.study.gridspec import GRID_FILE, GridSpec, cell_dir
+from rsiframe.study.gridspec import CELL_NAME, GRID_FILE, GridCell, GridSpec, cell_dir
+from rsiframe.util.validation import first_error
 
 
 @dataclass(frozen=True)
 class Cell:
-    operator: str
+    name: str  # the operator of an --operators grid, or the grid file's name for the cell
     repeat: int
     path: Path
     sets: list[str] = field(default_factory=list)
+    method: str | None = None  # the method file its target runs (--method), if any
 
     @property
     def label(self) -> str:
-        return f"{self.operator}-r{self.repeat}"
+        return f"{self.name}-r{self.repeat}"
 
 
 @dataclass
@@ -46,22 +53,71 @@ class Grid:
         s = self.spec
         return [
             Cell(
-                op,
+                name,
                 r,
-                self.root / cell_dir(op, r),
-                [
-                    *s.sets,
-                    f"slots.{s.slot}.operator={op}",
-                    f"random_seed={r}",
-                    f"name={s.name}.{s.slot}-{op}",
-                ],
+                self.root / cell_dir(name, r),
+                [*s.sets, *sets, f"random_seed={r}", f"name={s.name}.{run}"],
+                method,
             )
             for r in range(s.repeats)
-            for op in s.operators
+            for name, sets, method, run in self._designs()
         ]
 
+    def _designs(self) -> list[tuple[str, list[str], str | None, str]]:
+        """Per cell: its name, its own --set items, its method and its run's name piece."""
+        s = self.spec
+        if s.slot is not None:
+            return [
+                (op, [f"slots.{s.slot}.operator={op}"], s.method, f"{s.slot}-{op}")
+                for op in s.operators
+            ]
+        return [(c.name, list(c.sets), c.method or s.method, c.name) for c in s.cells]
+
     def save(self) -> None:
-        (self.root / GRID_FILE).write_text(json.dumps(self.spec.model_dump(), indent=2) + "\n")
+        data = self.spec.model_dump(exclude_defaults=True)  # an --operators grid as before
+        data.setdefault("sets", [])
+        (self.root / GRID_FILE).write_text(json.dumps(data, indent=2) + "\n")
+
+
+class GridFileCell(BaseModel):
+    """One cell of a grid file."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(pattern=CELL_NAME, description="the cell's name (its runs' folders)")
+    sets: list[str] = Field(default_factory=list, alias="set", description="its --set items")
+    method: str | None = Field(None, description="a method its target runs (name or file)")
+
+
+class GridFile(BaseModel):
+    """``ablate --grid FILE``: named cells, each with its own --set items (and method)::
+
+    name: mutators              # optional: the runs' name prefix (default the recipe's)
+    recipe: my-target.yaml      # optional: else RECIPE on the command line
+    repeats: 3                  # optional: else --repeats (default 3)
+    set: [budget.max_generations=4]      # every cell
+    cells:
+      - {name: two-knobs, set: [slots.mutate.config.max_changes=2]}
+      - {name: round-robin, set: [slots.mutate.config.order=round_robin]}
+      - {name: dgm, method: dgm}
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str | None = Field(None, pattern=CELL_NAME)
+    recipe: str | None = None
+    method: str | None = None
+    repeats: int | None = Field(None, ge=1)
+    sets: list[str] = Field(default_factory=list, alias="set")
+    cells: list[GridFileCell] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> GridFile:
+        names = [c.name for c in self.cells]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"cell {twice[0]!r} is named twice")
+        return self
 
 
 def plan_grid(
@@ -71,6 +127,7 @@ def plan_grid(
     sets: list[str],
     repeats: int,
     out: Path | None,
+    method: str | None = None,
 ) -> Grid:
     """Check the slot, every operator (through the registry) and every cell's recipe, then
     create the grid folder. Nothing runs before all of it is valid."""
@@ -86,22 +143,91 @@ def plan_grid(
             resolve(slot, op, Path(recipe).parent)
         except RecipeError as exc:
             raise RecipeError(f"--operators: {exc.message}") from exc
+    spec = {"slot": slot, "operators": ops, "method": _method_file(method, Path.cwd())}
+    return _create(Path(recipe), spec, sets, repeats, out, stem=slot)
+
+
+def plan_grid_file(
+    grid_file: Path,
+    recipe: Path | None,
+    sets: list[str],
+    repeats: int | None,
+    out: Path | None,
+    method: str | None = None,
+) -> Grid:
+    """A grid file's grid (:class:`GridFile`): checked whole, then created like
+    :func:`plan_grid`. Paths in the file are relative to it; the command line's --set items
+    come after the file's, its --repeats and --method win over the file's."""
+    grid_file = Path(grid_file)
+    gf, here = read_grid_file(grid_file), grid_file.resolve().parent
+    if (gf.recipe is None) == (recipe is None):
+        raise RecipeError(
+            "name the recipe once: RECIPE on the command line or recipe: in the grid file",
+            where=str(grid_file),
+        )
+    target = here / gf.recipe if gf.recipe is not None else Path(str(recipe))
+    spec = {
+        "cells": [GridCell(name=c.name, sets=c.sets, method=_method_file(c.method, here))
+                  for c in gf.cells],
+        "method": _method_file(method, Path.cwd()) or _method_file(gf.method, here),
+        "name": gf.name,
+    }  # fmt: skip
+    return _create(target, spec, [*gf.sets, *sets], repeats or gf.repeats or 3, out, grid_file.stem)
+
+
+def read_grid_file(path: Path) -> GridFile:
+    """A grid file, validated (one line naming the key when it is not one)."""
+    try:
+        return GridFile.model_validate(recipe_mod.load_yaml(path))
+    except ValidationError as exc:
+        loc, msg = first_error(exc, model=GridFile)
+        raise RecipeError(f"{loc}: {msg}" if loc else msg, where=str(path)) from exc
+
+
+def _method_file(ref: str | None, base: Path) -> str | None:
+    """A method reference as the grid keeps it: its file's absolute path."""
+    return None if ref is None else str(recipe_mod.method_path(ref, base).resolve())
+
+
+def _create(
+    recipe: Path, spec: dict, sets: list[str], repeats: int, out: Path | None, stem: str
+) -> Grid:
+    """Every cell's recipe resolved (operator configs included) and its method told apart
+    from every other cell's, then the grid folder made."""
     recipe = Path(recipe).resolve()
-    base = recipe_mod.load(recipe, sets)
-    name = base.recipe.name.split("[", 1)[0]  # the recipe's own name, not one for its --set
+    base = recipe_mod.load(recipe, sets, method=spec.get("method"))
+    name = spec.pop("name", None) or base.recipe.name.split("[", 1)[0]  # not its --set label
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    root = Path(out) if out is not None else Path("archive") / f"ablate-{name}-{slot}-{stamp}"
-    spec = GridSpec(
-        recipe=str(recipe), slot=slot, operators=ops, sets=list(sets), repeats=repeats, name=name
+    root = Path(out) if out is not None else Path("archive") / f"ablate-{name}-{stem}-{stamp}"
+    grid = Grid(
+        root.resolve(),
+        GridSpec(recipe=str(recipe), sets=list(sets), repeats=repeats, name=name, **spec),
     )
-    grid = Grid(root.resolve(), spec)
-    for cell in grid.cells():  # every cell's recipe resolves (operator configs included)
-        recipe_mod.load(recipe, cell.sets)
+    _check_cells(recipe, grid)
     if root.exists() and any(root.iterdir()):
         raise RunFolderError("output folder exists and is not empty", where=str(root))
     root.mkdir(parents=True, exist_ok=True)
     grid.save()
     return grid
+
+
+def _check_cells(recipe: Path, grid: Grid) -> None:
+    from rsiframe.study.compare import method_digest
+
+    seen: dict[str, str] = {}
+    for cell in grid.cells():
+        try:
+            resolved = recipe_mod.load(recipe, cell.sets, method=cell.method)
+        except RecipeError as exc:
+            raise RecipeError(f"cell {cell.name}: {exc.message}", where=exc.where) from exc
+        if cell.repeat:
+            continue
+        other = seen.setdefault(method_digest(resolved.data), cell.name)
+        if other != cell.name:
+            raise RecipeError(
+                f"cells {other} and {cell.name} resolve to the same method (compare would "
+                "pool their runs); give them different settings"
+            )
 
 
 def open_grid(root: Path) -> Grid:
@@ -124,7 +250,7 @@ class CellResult:
 
     def as_dict(self) -> dict[str, object]:
         d = asdict(self)
-        d["cell"] = {"operator": self.cell.operator, "repeat": self.cell.repeat}
+        d["cell"] = {"name": self.cell.name, "repeat": self.cell.repeat}
         d["path"] = str(self.cell.path)
         return d
 
@@ -147,9 +273,11 @@ def run_grid(
     *,
     on_start: Callable[[Cell, int, int], None] | None = None,
     on_done: Callable[[CellResult], None] | None = None,
+    on_warnings: Callable[[Cell, list[str]], None] | None = None,
 ) -> list[CellResult]:
     """Drive every cell that still needs work, one after another (a KeyboardInterrupt
-    leaves the current run interrupted and resumable with the grid)."""
+    leaves the current run interrupted and resumable with the grid); ``on_warnings``: a
+    new cell's start warnings."""
     from rsiframe.engine.loop import Engine, RunFailure
 
     cells = grid.cells()
@@ -168,7 +296,11 @@ def run_grid(
             else:
                 if cell.path.exists() and not any(cell.path.iterdir()):
                     cell.path.rmdir()
-                engine = Engine.create(Path(grid.spec.recipe), cell.sets, cell.path)
+                engine = Engine.create(
+                    Path(grid.spec.recipe), cell.sets, cell.path, method=cell.method
+                )
+                if on_warnings is not None and engine.state.warnings:
+                    on_warnings(cell, engine.state.warnings)
             reason = ""
             try:
                 state = engine.drive()

@@ -1,12 +1,13 @@
 """``rsiframe compare``: methods side by side, from verified, finished runs only.
 
-A *method* is a run's resolved recipe without ``name`` and ``random_seed`` (its digest is
-the method digest), so repeat runs that differ only by seed form one row, shown under its
-recipe name (the name most of its runs carry; the others are listed under the table). Each
-row holds the champion's train, gate and sealed score: the mean over runs with a 95 %
-two-level bootstrap CI (seeds and, within them, tasks); each pair of methods gets the sealed
-difference, an exact permutation test, Holm's correction and a verdict
-(:mod:`rsiframe.study.compare_stats`).
+A *method* is a run's resolved recipe without ``name``, ``description`` and ``random_seed``
+(its digest is the method digest), so repeat runs that differ only by seed form one row,
+shown under its recipe name (the name most of its runs carry; the others are listed under
+the table); a target run ``--method gepa`` is one method with the recipe ``extends:
+[target, methods/gepa]``. Each row holds the champion's train, gate and sealed score: the
+mean over runs with a 95 % two-level bootstrap CI (seeds and, within them, tasks); each
+pair of methods gets the sealed difference, an exact permutation test, Holm's correction
+and a verdict (:mod:`rsiframe.study.compare_stats`).
 
 Every run is verified first with verify's read side (:func:`load_run`: the hash chain and
 its signature, every certificate's signature and binding; :func:`lock_problems`); scores
@@ -27,6 +28,7 @@ from typing import Any
 
 from rsiframe.archive.loader import load_run
 from rsiframe.archive.runfolder import RunPaths
+from rsiframe.archive.state import Candidate
 from rsiframe.audit.verify import lock_problems
 from rsiframe.errors import MixedRuns, RsiError, RunFolderError, RunNotVerified
 from rsiframe.study.compare_stats import (
@@ -45,7 +47,8 @@ from rsiframe.util.digest import sha256_json
 SPLITS = ("train", "gate", "sealed")
 #: the end states of a run that finished (failed and interrupted runs did not)
 ENDED = ("finished", "budget_exhausted")
-METHOD_EXCLUDES = ("name", "random_seed")
+#: what a repeat run may change, and prose
+METHOD_EXCLUDES = ("name", "description", "random_seed")
 #: runs per worker process before reading in parallel pays for starting processes
 PER_WORKER = 4
 
@@ -171,35 +174,70 @@ def find_runs(paths: list[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+@dataclass
+class _CurveWalk:
+    """The counts so far while walking a run's events for :func:`_curve`."""
+
+    candidates: dict[str, Candidate]
+    evaluations: int = 0
+    cost: float = 0.0
+    best: float | None = None
+    runs: int = 0
+    #: an older archive's attempts: no task count at their start
+    uncounted: set[tuple[str, str, int]] = field(default_factory=set)
+    points: list[CurvePoint] = field(default_factory=list)
+
+    def evaluation_started(self, d: dict[str, Any]) -> None:
+        self.evaluations += 1
+        self.runs += d.get("tasks") or 0
+        if d.get("tasks") is None:
+            self.uncounted.add((d["id"], d["split"], d["attempt"]))
+
+    def task_finished(self, d: dict[str, Any]) -> None:
+        self.runs += (d["id"], d["split"], d["attempt"]) in self.uncounted
+
+    def tasks_run(self, d: dict[str, Any]) -> None:
+        self.runs += d["tasks"]
+
+    def usage(self, d: dict[str, Any]) -> None:
+        if d.get("slot") == "evaluate":
+            self.cost += float(d.get("cost", 0.0))
+
+    def model_call(self, d: dict[str, Any]) -> None:
+        # the gateway's count (operators' self-reports: none)
+        self.cost += float(d.get("cost_usd", 0.0))
+
+    def candidate_gated(self, d: dict[str, Any]) -> None:
+        if not d.get("admit"):
+            return
+        c = self.candidates.get(d.get("id", ""))  # candidate ids are never empty
+        score = c.score("gate") if c is not None and c.state == "admitted" else None
+        if score is not None and (self.best is None or score > self.best):
+            self.best = score
+            self.points.append(CurvePoint(self.evaluations, self.cost, self.best, self.runs))
+
+
+#: what each event type moves in a curve's walk (other events move nothing)
+_CURVE_STEPS = {
+    "evaluation_started": _CurveWalk.evaluation_started,
+    "task_finished": _CurveWalk.task_finished,
+    "tasks_run": _CurveWalk.tasks_run,
+    "usage": _CurveWalk.usage,
+    "model_call": _CurveWalk.model_call,
+    "candidate_gated": _CurveWalk.candidate_gated,
+}
+
+
 def _curve(loaded: Any) -> list[CurvePoint]:
     """Best admitted gate score so far, after each gate decision (scores: verified only)."""
-    st = loaded.state
-    evaluations, cost, best, runs = 0, 0.0, None, 0
-    uncounted = set()  # an older archive's attempts: no task count at their start
-    points = []
+    walk = _CurveWalk(loaded.state.candidates)
     for ev in loaded.events:
-        if ev.type == "evaluation_started":
-            evaluations += 1
-            runs += ev.data.get("tasks") or 0
-            if ev.data.get("tasks") is None:
-                uncounted.add((ev.data["id"], ev.data["split"], ev.data["attempt"]))
-        elif ev.type == "task_finished":
-            runs += (ev.data["id"], ev.data["split"], ev.data["attempt"]) in uncounted
-        elif ev.type == "tasks_run":
-            runs += ev.data["tasks"]
-        elif ev.type == "usage" and ev.data.get("slot") == "evaluate":
-            cost += float(ev.data.get("cost", 0.0))
-        elif ev.type == "model_call":  # the gateway's count (operators' self-reports: none)
-            cost += float(ev.data.get("cost_usd", 0.0))
-        elif ev.type == "candidate_gated" and ev.data.get("admit"):
-            c = st.candidates.get(ev.data.get("id"))
-            score = c.score("gate") if c is not None and c.state == "admitted" else None
-            if score is not None and (best is None or score > best):
-                best = score
-                points.append(CurvePoint(evaluations, cost, best, runs))
-    if best is not None:
-        points.append(CurvePoint(evaluations, cost, best, runs))
-    return points
+        step = _CURVE_STEPS.get(ev.type)
+        if step is not None:
+            step(walk, ev.data)
+    if walk.best is not None:
+        walk.points.append(CurvePoint(walk.evaluations, walk.cost, walk.best, walk.runs))
+    return walk.points
 
 
 def read_run(path: Path) -> RunData:

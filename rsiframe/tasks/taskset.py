@@ -83,51 +83,64 @@ def _phase_network(section: dict[str, Any], environment: dict[str, Any]) -> bool
 
 def load_task(path: Path) -> Task:
     where = str(path)
-    toml_path = path / "task.toml"
+    doc = _read_toml(path / "task.toml", where)
+    sections = {
+        name: _phase_table(doc, name, where) for name in ("agent", "verifier", "environment")
+    }
+    text = _read_instruction(path / "instruction.md", where)
+    if not (path / "tests" / "test.sh").is_file():
+        raise TaskSetError("task has no verifier (tests/test.sh is missing)", where=where)
+    return Task(
+        id=path.name,
+        path=path,
+        instruction=text,
+        agent_timeout=_timeout(sections, "agent", where),
+        verifier_timeout=_timeout(sections, "verifier", where),
+        agent_network=_phase_network(sections["agent"], sections["environment"]),
+        verifier_network=_phase_network(sections["verifier"], sections["environment"]),
+        agent_env=_env(sections["agent"]),
+        verifier_env=_env(sections["verifier"]),
+        limits=_limits(doc, where),
+    )
+
+
+def _read_toml(toml_path: Path, where: str) -> dict[str, Any]:
     try:
-        doc = tomllib.loads(toml_path.read_text())
+        return tomllib.loads(toml_path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise TaskSetError(f"task.toml is not valid TOML: {exc}", where=where) from exc
     except OSError as exc:
         raise TaskSetError(f"cannot read task.toml: {exc.strerror}", where=where) from exc
     except UnicodeDecodeError as exc:
         raise TaskSetError("task.toml is not UTF-8 text", where=where) from exc
-    sections: dict[str, dict[str, Any]] = {}
-    for name in ("agent", "verifier", "environment"):
-        sections[name] = _table(doc, name, where)
-        if not isinstance(sections[name].get("env") or {}, dict):
-            raise TaskSetError(f"task.toml: [{name}] env must be a table", where=where)
-    instruction = path / "instruction.md"
+
+
+def _phase_table(doc: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    """``[agent]``, ``[verifier]`` or ``[environment]``, whose ``env`` must be a table."""
+    section = _table(doc, name, where)
+    if not isinstance(section.get("env") or {}, dict):
+        raise TaskSetError(f"task.toml: [{name}] env must be a table", where=where)
+    return section
+
+
+def _read_instruction(instruction: Path, where: str) -> str:
     if not instruction.is_file():
         raise TaskSetError("task has no instruction.md", where=where)
     try:
-        text = instruction.read_text()
+        return instruction.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskSetError(f"cannot read instruction.md: {exc}", where=where) from exc
-    if not (path / "tests" / "test.sh").is_file():
-        raise TaskSetError("task has no verifier (tests/test.sh is missing)", where=where)
 
-    def timeout(phase: str) -> float:
-        value = sections[phase].get("timeout_sec", 600.0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise TaskSetError(f"[{phase}] timeout_sec must be a positive number", where=where)
-        return float(value)
 
-    def env(phase: str) -> dict[str, str]:
-        return {str(k): str(v) for k, v in (sections[phase].get("env") or {}).items()}
+def _timeout(sections: dict[str, dict[str, Any]], phase: str, where: str) -> float:
+    value = sections[phase].get("timeout_sec", 600.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise TaskSetError(f"[{phase}] timeout_sec must be a positive number", where=where)
+    return float(value)
 
-    return Task(
-        id=path.name,
-        path=path,
-        instruction=text,
-        agent_timeout=timeout("agent"),
-        verifier_timeout=timeout("verifier"),
-        agent_network=_phase_network(sections["agent"], sections["environment"]),
-        verifier_network=_phase_network(sections["verifier"], sections["environment"]),
-        agent_env=env("agent"),
-        verifier_env=env("verifier"),
-        limits=_limits(doc, where),
-    )
+
+def _env(section: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (section.get("env") or {}).items()}
 
 
 def file_rows(path: Path) -> dict[str, str]:

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rsiframe.archive import state as state_mod
+from rsiframe.certs.records import CertifiedRecord
 from rsiframe.viewer import fmt
 
 SKIP = {"rewards", "errors", "trajectories"}
@@ -27,50 +28,61 @@ def _value(key: str, v: Any) -> str:
     return "—" if v is None else str(v)
 
 
+def _attempt_head(split: str, a: state_mod.Attempt) -> Text:
+    """``train #1  ✓ signature verifies ...``: the attempt and the fold's verdict on it."""
+    head = Text(f"{split} #{a.attempt}  ", style="bold")
+    if a.status == "certified" and a.record is not None:
+        head.append("✓ signature verifies", style="green")
+        head.append(
+            " · binds run, commit, tree, parent, recipe, evaluator, task set",
+            style="dim green",
+        )
+    elif a.status == "invalid":
+        head.append(f"✗ {a.error}", style="bold red")
+    else:
+        head.append(a.status + (f": {a.error}" if a.error else ""), style="magenta")
+    return head
+
+
+def _predicate_rows(t: Table, pred: dict[str, Any]) -> None:
+    """One row per field of the predicate; a non-empty table's items indented below it."""
+    for key, v in pred.items():
+        if key in SKIP:
+            continue
+        if isinstance(v, dict) and v:  # model identity, data digests, contamination
+            t.add_row(key, "")
+            for sub, x in v.items():
+                style = "bold" if "contamination" in sub else ""
+                t.add_row(f"  {sub}", Text(_value(sub, x), style=style))
+        else:
+            t.add_row(key, _value(key, v))
+
+
+def _record_table(record: CertifiedRecord, keyid: str) -> Table:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="dim", no_wrap=True)
+    t.add_column(overflow="fold")
+    t.add_row("subject commit", record.commit)
+    t.add_row("subject tree", record.tree)
+    t.add_row("signed by key", keyid)
+    pred = record.predicate.model_dump(mode="json")
+    _predicate_rows(t, pred)
+    t.add_row(
+        "tasks",
+        f"{len(pred.get('rewards', {}))} rewarded, {len(pred.get('errors', {}))} with errors",
+    )
+    return t
+
+
 def certificate_group(c: state_mod.Candidate, keyid: str) -> Group:
     parts: list[Any] = []
     if not c.attempts:
         parts.append(Text("no evaluations", style="dim"))
     for split, attempts in c.attempts.items():
         for a in attempts:
-            head = Text(f"{split} #{a.attempt}  ", style="bold")
-            if a.status == "certified" and a.record is not None:
-                head.append("✓ signature verifies", style="green")
-                head.append(
-                    " · binds run, commit, tree, parent, recipe, evaluator, task set",
-                    style="dim green",
-                )
-            elif a.status == "invalid":
-                head.append(f"✗ {a.error}", style="bold red")
-            else:
-                head.append(a.status + (f": {a.error}" if a.error else ""), style="magenta")
-            parts.append(head)
-            if a.record is None:
-                continue
-            t = Table.grid(padding=(0, 2))
-            t.add_column(style="dim", no_wrap=True)
-            t.add_column(overflow="fold")
-            t.add_row("subject commit", a.record.commit)
-            t.add_row("subject tree", a.record.tree)
-            t.add_row("signed by key", keyid)
-            pred = a.record.predicate.model_dump(mode="json")
-            for key, v in pred.items():
-                if key in SKIP:
-                    continue
-                if isinstance(v, dict) and v:  # model identity, data digests, contamination
-                    t.add_row(key, "")
-                    for sub, x in v.items():
-                        style = "bold" if "contamination" in sub else ""
-                        t.add_row(f"  {sub}", Text(_value(sub, x), style=style))
-                else:
-                    t.add_row(key, _value(key, v))
-            t.add_row(
-                "tasks",
-                f"{len(pred.get('rewards', {}))} rewarded, "
-                f"{len(pred.get('errors', {}))} with errors",
-            )
-            parts.append(t)
-            parts.append(Text(""))
+            parts.append(_attempt_head(split, a))
+            if a.record is not None:
+                parts += [_record_table(a.record, keyid), Text("")]
     return Group(*parts)
 
 

@@ -63,21 +63,39 @@ def answer_text(data: bytes) -> str:
     try:
         parsed = json.loads(data)
     except ValueError:
-        chunks = []
-        for line in data.decode(errors="replace").splitlines():
-            payload = line[5:].strip() if line.startswith("data:") else ""
-            if not payload or payload == "[DONE]":
-                continue
-            try:
-                ev = json.loads(payload)
-            except ValueError:
-                continue
-            for ch in ev.get("choices") or []:
-                chunks.append(str(ch.get("text") or (ch.get("delta") or {}).get("content") or ""))
-            delta = ev.get("delta")
-            if isinstance(delta, dict) and isinstance(delta.get("text"), str):
-                chunks.append(delta["text"])
-        return "".join(chunks)
+        return _stream_text(data)
+    return _completion_text(parsed)
+
+
+def _stream_text(data: bytes) -> str:
+    """A server-sent event stream's text: each ``data:`` line's deltas, joined."""
+    chunks = []
+    for line in data.decode(errors="replace").splitlines():
+        payload = line[5:].strip() if line.startswith("data:") else ""
+        if not payload or payload == "[DONE]":
+            continue
+        try:
+            ev = json.loads(payload)
+        except ValueError:
+            continue
+        chunks += _event_deltas(ev)
+    return "".join(chunks)
+
+
+def _event_deltas(ev: Any) -> list[str]:
+    """The text of one stream event: OpenAI's choices (text or delta) and Anthropic's delta."""
+    out = [
+        str(ch.get("text") or (ch.get("delta") or {}).get("content") or "")
+        for ch in ev.get("choices") or []
+    ]
+    delta = ev.get("delta")
+    if isinstance(delta, dict) and isinstance(delta.get("text"), str):
+        out.append(delta["text"])
+    return out
+
+
+def _completion_text(parsed: Any) -> str:
+    """A JSON completion's text: OpenAI's choices (tool calls shown) or Anthropic's blocks."""
     out = []
     for ch in parsed.get("choices") or [] if isinstance(parsed, dict) else []:
         msg = ch.get("message") or {}

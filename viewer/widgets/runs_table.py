@@ -52,16 +52,16 @@ def run_cells(s: RunSource) -> list:
 
 
 def grid_group(s: RunSource) -> tuple[str, int, int] | None:
-    """(label, operator index, repeat) when the run is a cell of an ablate grid."""
+    """(label, cell index, repeat) when the run is a cell of an ablate grid."""
     cell = cell_of(s.root)
     if cell is None:
         return None
-    spec, op, repeat = cell
-    return f"{s.root.parent.name}: {spec.slot}={op}", spec.operators.index(op), repeat
+    spec, name, repeat = cell
+    return f"{s.root.parent.name}: {spec.label(name)}", spec.cell_names().index(name), repeat
 
 
 class RunsTable(DataTable):
-    """One row per run; the runs of an ablate grid are grouped by operator (a grid column)."""
+    """One row per run; the runs of an ablate grid are grouped by cell (a grid column)."""
 
     def __init__(self, sources: list[RunSource], **kw) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kw)

@@ -43,6 +43,54 @@ def _bucket(values: list[float | None], lo: int, hi: int) -> float | None:
     return max(got) if got else None
 
 
+Grid = list[list[tuple[str, str]]]  # rows top to bottom of (character, style)
+
+
+def _row(v: float, plot_h: int) -> int:
+    """The grid row of score ``v`` (row 0 is the top, 1.0)."""
+    return plot_h - 1 - min(plot_h - 1, max(0, round(v * (plot_h - 1))))
+
+
+def _grid(s: Series, cols: int, plot_h: int) -> Grid:
+    """The points of ``s`` bucketed into ``cols`` columns: best so far, train, gate, and the
+    champion's gate on top."""
+    n = len(s.ids)
+    grid: Grid = [[(" ", "")] * cols for _ in range(plot_h)]
+    champ_col = None
+    for j in range(cols):
+        lo, hi = j * n // cols, max(j * n // cols + 1, (j + 1) * n // cols)
+        for values, lo_j, mark in (
+            (s.best, hi - 1, (BEST, "yellow")),
+            (s.train, lo, (TRAIN, "bold cyan")),
+            (s.gate, lo, (GATE, "green")),
+        ):
+            v = _bucket(values, lo_j, hi)
+            if v is not None:
+                grid[_row(v, plot_h)][j] = mark
+        if s.champion is not None and lo <= s.champion < hi:
+            champ_col = j
+    champ_gate = s.gate[s.champion] if s.champion is not None else None
+    if champ_col is not None and champ_gate is not None:
+        grid[_row(champ_gate, plot_h)][champ_col] = (CHAMP, "bold yellow")
+    return grid
+
+
+def _draw(out: Text, grid: Grid, spread: int) -> None:
+    """The grid's rows behind a y axis labelled at 1.0, the middle and 0.0; each column
+    ``spread`` characters wide (the best-so-far line drawn through the gaps)."""
+    plot_h = len(grid)
+    for i, line in enumerate(grid):
+        frac = (plot_h - 1 - i) / (plot_h - 1)
+        label = f"{frac:.1f}" if i in (0, plot_h - 1) or i == (plot_h - 1) // 2 else ""
+        out.append(f"{label:>4}┤", style="dim")
+        for ch, style in line:
+            out.append(ch, style=style)
+            if spread > 1:
+                fill = BEST if ch == BEST else " "
+                out.append(fill * (spread - 1), style="yellow")
+        out.append("\n")
+
+
 class ScorePlot(Widget):
     """A scatter of scores (y: 0..1) against candidate order (x), bucketed to the width."""
 
@@ -66,38 +114,7 @@ class ScorePlot(Widget):
             return out
         cols = min(plot_w, n)
         spread = max(1, min(4, plot_w // n))  # few candidates: spaced out
-        grid: list[list[tuple[str, str]]] = [[(" ", "")] * cols for _ in range(plot_h)]
-
-        def y(v: float) -> int:
-            return plot_h - 1 - min(plot_h - 1, max(0, round(v * (plot_h - 1))))
-
-        champ_col = None
-        for j in range(cols):
-            lo, hi = j * n // cols, max(j * n // cols + 1, (j + 1) * n // cols)
-            best = _bucket(s.best, hi - 1, hi)
-            if best is not None:
-                grid[y(best)][j] = (BEST, "yellow")
-            train = _bucket(s.train, lo, hi)
-            if train is not None:
-                grid[y(train)][j] = (TRAIN, "bold cyan")
-            gate = _bucket(s.gate, lo, hi)
-            if gate is not None:
-                grid[y(gate)][j] = (GATE, "green")
-            if s.champion is not None and lo <= s.champion < hi:
-                champ_col = j
-        champ_gate = s.gate[s.champion] if s.champion is not None else None
-        if champ_col is not None and champ_gate is not None:
-            grid[y(champ_gate)][champ_col] = (CHAMP, "bold yellow")
-        for i, line in enumerate(grid):
-            frac = (plot_h - 1 - i) / (plot_h - 1)
-            label = f"{frac:.1f}" if i in (0, plot_h - 1) or i == (plot_h - 1) // 2 else ""
-            out.append(f"{label:>4}┤", style="dim")
-            for ch, style in line:
-                out.append(ch, style=style)
-                if spread > 1:
-                    fill = BEST if ch == BEST else " "
-                    out.append(fill * (spread - 1), style="yellow")
-            out.append("\n")
+        _draw(out, _grid(s, cols, plot_h), spread)
         out.append(" " * (left - 1) + "└" + "─" * (cols * spread) + "\n", style="dim")
         out.append(" " * left + f"{s.ids[0]}..{s.ids[-1]}  ", style="dim")
         out.append_text(self.legend())

@@ -1,0 +1,168 @@
+"""rsiframe.engine.budget: every costly step is refused, with its reason, before it would
+overrun a limit; the guard keeps room for a child's worst case and the sealed anchor. The
+states are folded from hand-written signed events (tests/support/runlog.py), no run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rsiframe.archive import events as E
+from rsiframe.archive.state import RunState
+from rsiframe.engine.budget import (
+    BudgetGuard,
+    TaskCosts,
+    in_flight_usage,
+    pending_evaluations,
+    pending_task_runs,
+)
+from rsiframe.recipe.schema import Budget
+from tests.support.runlog import SEED, SignedRun
+
+
+def test_the_guard_keeps_room_for_a_childs_worst_case_and_the_sealed_anchor() -> None:
+    costs = TaskCosts({"train": 4, "gate": 4}, ("train", "gate"), uncertified=3, sealed=2)
+    guard = BudgetGuard(Budget(max_task_runs=30), costs=costs)
+    st = RunState(verifier=None)  # type: ignore[arg-type]
+    st.task_runs = 30 - 11 - 2  # exactly one child (3 + 8) and the anchor (2) fit
+    assert guard.refuse_candidate(st) is None
+    st.task_runs += 1
+    assert guard.refuse_candidate(st) == "task runs would exceed 30"
+    # a child's evaluation may not eat the anchor's room; the anchor may
+    assert guard.refuse_evaluation(st, tasks=4) is None
+    st.task_runs = 26
+    assert guard.refuse_evaluation(st, tasks=4) == "task runs would exceed 30"
+    assert guard.refuse_evaluation(st, tasks=4, reserved=True) is None
+    assert guard.refuse_task_runs(st, 2) is None  # the anchor's 2 stay free
+    assert guard.refuse_task_runs(st, 3) == "task runs would exceed 30 (26 used, 3 more asked)"
+    assert guard.refuse_task_runs(st, 2, unfolded=1) is not None  # charged, not yet folded
+    assert guard.report(st)["used"]["task_runs"] == 26
+    assert json.dumps(guard.limits())  # plain data for status --json
+
+
+def test_generations_stop_at_the_limit(signed_run: SignedRun) -> None:
+    signed_run.seed()
+    guard = BudgetGuard(Budget(max_generations=1))
+    assert guard.refuse_generation(signed_run.state) is None
+    signed_run.generation(1)
+    assert guard.refuse_generation(signed_run.state) == "generations reached 1"
+
+
+@pytest.mark.parametrize(
+    ("budget", "usage", "reason"),
+    [
+        ({"max_model_tokens": 100}, {"tokens": 100}, "model tokens reached 100"),
+        ({"max_cost": 1.5}, {"tokens": 1, "cost": 1.5}, "cost reached 1.5"),
+        (
+            {"max_model_tokens": 100},
+            {"tokens": 40, "refused": 1},
+            "model tokens reached 100 (40 spent; the rest could not cover a request)",
+        ),
+    ],
+)
+def test_tokens_and_cost_from_the_archive_fail_closed(
+    signed_run: SignedRun, budget: dict, usage: dict, reason: str
+) -> None:
+    signed_run.seed()
+    guard = BudgetGuard(Budget(**budget))
+    assert guard.exhausted(signed_run.state) is None
+    signed_run.emit(E.UsageSpent(id=SEED, slot="evaluate", **usage))
+    st = signed_run.state
+    assert guard.exhausted(st) == reason
+    assert guard.refuse_generation(st) == reason
+    assert guard.refuse_candidate(st) is not None
+    assert guard.refuse_evaluation(st, tasks=1) == reason
+
+
+def test_a_gateway_refusal_ends_the_run_even_below_the_limit(signed_run: SignedRun) -> None:
+    signed_run.seed()
+    signed_run.emit(
+        E.ModelCall(seq=1, candidate=SEED, slot="mutate", status=429, code="max_cost", error="no")
+    )
+    assert BudgetGuard(Budget()).exhausted(signed_run.state) == (
+        "the model gateway refused a call: no"
+    )
+
+
+def test_a_child_is_refused_while_children_in_flight_could_spend_what_is_left(
+    signed_run: SignedRun,
+) -> None:
+    """Tokens: each child in flight may spend as much as the costliest child so far; while
+    one is being mutated and none got further, as much as is left (infinite)."""
+    signed_run.seed()
+    signed_run.propose("c0001", SEED, 1)
+    guard = BudgetGuard(Budget(max_model_tokens=1000))
+    assert in_flight_usage(signed_run.state) == (float("inf"), float("inf"))
+    assert guard.refuse_candidate(signed_run.state) == (
+        "model tokens would exceed 1000 with the children in flight"
+    )
+    signed_run.emit(
+        E.ModelCall(
+            seq=1, candidate="c0001", slot="mutate", prompt_tokens=200, completion_tokens=100
+        )
+    )
+    signed_run.mutate("c0001")  # past its mutation: 300 tokens is the estimate per child
+    assert in_flight_usage(signed_run.state) == (300, 0.0)
+    assert guard.refuse_candidate(signed_run.state) is None  # 300 spent + 300 for a new one
+    signed_run.propose("c0002", SEED, 1)  # one more in flight: 300 + 2 x 300 <= 1000
+    assert guard.refuse_candidate(signed_run.state) is None
+    signed_run.propose("c0003", SEED, 1)  # 300 + 3 x 300 > 1000
+    assert guard.refuse_candidate(signed_run.state) is not None
+
+
+def test_evaluations_in_flight_are_counted_before_they_start(signed_run: SignedRun) -> None:
+    signed_run.seed()  # 3 evaluations
+    signed_run.child("c0001", gate=None)  # will need train and gate
+    signed_run.start_evaluation("c0001", "train", 1)  # started: counted already
+    st = signed_run.state
+    assert pending_evaluations(st) == 1
+    # 4 used + 1 pending + 2 for a new child + 1 reserved = 8
+    assert BudgetGuard(Budget(max_evaluations=8)).refuse_candidate(st) is None
+    assert BudgetGuard(Budget(max_evaluations=7)).refuse_candidate(st) == (
+        "evaluations would exceed 7"
+    )
+    # the anchor's reserved evaluation is for the anchor only
+    guard = BudgetGuard(Budget(max_evaluations=5))
+    assert guard.refuse_evaluation(st) == "evaluations reached 5"
+    assert guard.refuse_evaluation(st, reserved=True) is None
+
+
+def test_task_runs_in_flight_count_a_proposed_childs_rollout_and_its_evaluations(
+    signed_run: SignedRun,
+) -> None:
+    signed_run.seed()
+    costs = TaskCosts({"train": 4, "gate": 3}, ("train", "gate"), uncertified=2, sealed=1)
+    signed_run.propose("c0001", SEED, 1)
+    assert pending_task_runs(signed_run.state, costs) == 2 + 4 + 3
+    signed_run.emit(E.TasksRun(id="c0001", purpose="rollout", tasks=2))
+    assert pending_task_runs(signed_run.state, costs) == 4 + 3  # its rollout ran
+    signed_run.mutate("c0001")
+    signed_run.start_evaluation("c0001", "train", 4)
+    assert pending_task_runs(signed_run.state, costs) == 3  # gate not started yet
+
+
+def test_wall_time_counts_every_session(
+    signed_run: SignedRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signed_run.seed()
+    st = signed_run.state
+    started = st.session_start
+    assert started is not None
+    guard = BudgetGuard(Budget(max_wall_seconds=60))
+    monkeypatch.setattr("time.time", lambda: started + 59)
+    assert guard.exhausted(st) is None
+    monkeypatch.setattr("time.time", lambda: started + 61)
+    assert guard.exhausted(st) == "wall time reached 60s"
+    assert guard.refuse_candidate(st) == "wall time reached 60s"
+
+
+def test_the_report_is_what_status_prints(signed_run: SignedRun) -> None:
+    signed_run.seed()
+    signed_run.child("c0001")
+    report = BudgetGuard(Budget(max_candidates=4)).report(signed_run.state, now=0.0)
+    assert report["limits"]["candidates"] == 4
+    used = report["used"]
+    assert (used["candidates"], used["evaluations"], used["generations"]) == (1, 5, 0)
+    assert BudgetGuard(Budget()).tokens_left(signed_run.state) is None
+    assert BudgetGuard(Budget(max_model_tokens=9)).tokens_left(signed_run.state) == 9

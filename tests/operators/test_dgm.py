@@ -1,0 +1,63 @@
+"""DGM's policies on synthetic run views: score_child_prop and keep_all."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+
+from rsiframe.api import GateContext, SelectContext
+from rsiframe.operators.dgm import (
+    KeepAll,
+    ScoreChildProp,
+    ScoreChildPropConfig,
+    children_counts,
+    score_child_weights,
+)
+from tests.support.methodview import Run, view
+
+# -- score_child_prop -------------------------------------------------------------------
+
+
+def test_score_child_prop_probabilities_match_the_formula() -> None:
+    cands = [
+        view("c0"),
+        view("c1", "c0"),
+        view("c2", "c0"),
+        view("c3", "c1", state="evaluating"),  # in flight: counts as c1's child
+        view("c4", "c1", state="rejected"),  # never existed as a program: not counted
+        view("c5", "c0", state="declined"),
+    ]
+    gate = {"c0": 0.2, "c1": 0.6, "c2": 0.45}
+    run = Run(cands, gate)
+    kids = children_counts(run)
+    assert kids == Counter({"c0": 3, "c1": 1})
+
+    def expect(score: float, children: int) -> float:
+        return 1 / (1 + math.exp(-10 * (score - 0.5))) / (1 + children)
+
+    raw = {"c0": expect(0.2, 3), "c1": expect(0.6, 1), "c2": expect(0.45, 0)}
+    want = {k: v / sum(raw.values()) for k, v in raw.items()}
+    got = score_child_weights([(c, gate[c]) for c in ("c0", "c1", "c2")], kids, 10.0, 0.5)
+    assert got == pytest.approx(want)
+
+    op = ScoreChildProp(ScoreChildPropConfig())
+    n = 6000
+    picks = Counter(op.select(SelectContext(run, random.Random(s), 1)).parent for s in range(n))
+    for cid, p in want.items():
+        assert abs(picks[cid] / n - p) < 0.03, (cid, picks[cid] / n, p)
+
+
+def test_score_child_prop_lambda_zero_ignores_scores() -> None:
+    run = Run([view("a"), view("b", "a")], {"a": 0.0, "b": 1.0})
+    w = score_child_weights([("a", 0.0), ("b", 1.0)], children_counts(run), 0.0, 0.5)
+    assert w == pytest.approx({"a": 0.5 / 1.5, "b": 1 / 1.5})
+
+
+def test_keep_all_admits_every_certified_child() -> None:
+    run = Run([view("c0"), view("c1", "c0")], {"c0": 0.9, "c1": 0.1})
+    ctx = GateContext(run, random.Random(0), 1, view("c1", "c0"), view("c0"))
+    decision = KeepAll(KeepAll.Config()).gate(ctx)
+    assert decision.admit and "0.100" in decision.reason
