@@ -205,7 +205,8 @@ class RunState:
     #: proposals a kill cut after their model calls were paid, not yet retaken: the
     #: candidate whose draws the next proposal repeats -> its parent
     retakes: dict[str, str] = field(default_factory=dict)
-    #: proposals cut by a driver that died or stopped (no child: the generation gets another)
+    #: proposals cut by a driver that died or stopped, or ended by a model outage (no child:
+    #: the generation gets another)
     cut: int = 0
     #: operators' attempts to read beyond their slot's view (information_flow_violation)
     violations: list[dict[str, Any]] = field(default_factory=list)
@@ -358,13 +359,16 @@ class RunState:
     def _on_candidate_abandoned(self, ev: Event, d: E.CandidateAbandoned) -> None:
         c = self.candidates[d.id]
         c.abandoned, c.abandoned_cause = d.reason, d.cause
-        if d.cause != "cut" or c.is_seed:
+        if c.is_seed:
             return
-        # a cut proposal is no child: its generation gets another in its place
+        # a cut proposal, or one a model outage ended, is no child of the method: its
+        # generation gets another in its place (after the resume)
         self.cut += 1
         self.proposed_in[c.generation] = self.proposed_in.get(c.generation, 1) - 1
         root = c.draws or c.id
-        if c.second_parent is None and c.parent is not None and self._paid(c.id, root):
+        if d.cause != "cut" or c.second_parent is not None or c.parent is None:
+            return
+        if self._paid(c.id, root):
             self.retakes[root] = c.parent
 
     def _paid(self, *cids: str) -> bool:
