@@ -33,6 +33,7 @@ from rsiframe.engine.duplicates import TreeClaims
 from rsiframe.engine.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.engine.hooks import Lifecycle, Notice, ProgressRelay
 from rsiframe.engine.inflight import Closure, Inflight
+from rsiframe.engine.preflight import warnings as preflight_warnings
 from rsiframe.engine.review import gate, record, reflect
 from rsiframe.engine.runstart import RunParts, create_run, open_run
 from rsiframe.engine.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
@@ -217,7 +218,10 @@ class Engine:
             recipe_path, sets, out, ray_address, unsets, replay_of, method, model_check
         )
         engine = cls(parts)
-        warned = start_warnings(engine.calls.ops, engine.recipe, engine.task_lock.split)
+        warned = [
+            *preflight_warnings(engine.resolved),
+            *start_warnings(engine.calls.ops, engine.recipe, engine.task_lock.split),
+        ]
         engine.emit(started.model_copy(update={"warnings": warned}))
         engine.emit(E.SessionStarted(resumed=False))
         engine._record_check()

@@ -109,11 +109,15 @@ def plan(
 def warnings(resolved: recipe_mod.ResolvedRecipe) -> list[str]:
     """A deterministic model call (temperature 0) making the children of one parent: they
     would all be the same request, answered once and served from the gateway's cache, and
-    every copy after the first is rejected as a duplicate without being evaluated."""
+    every copy after the first is rejected as a duplicate without being evaluated. Only a
+    temperature the recipe sets counts (a coding agent's config has one it never sends)."""
     r = resolved.recipe
     spec = resolved.operators.get("mutate")
     config = spec[1] if spec is not None else None
-    if getattr(config, "temperature", None) != 0 or not getattr(config, "model", None):
+    chosen = "temperature" in getattr(config, "model_fields_set", ())
+    if not chosen or getattr(config, "temperature", None) != 0:
+        return []
+    if not getattr(config, "model", None):
         return []
     kids, gens = r.children_per_generation, r.budget.max_generations
     if r.budget.max_candidates == 1 or (kids == 1 and gens == 1):

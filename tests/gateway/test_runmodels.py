@@ -11,8 +11,8 @@ import pytest
 
 from rsiframe.gateway.stub import Answer
 from rsiframe.sandbox.bwrap import bwrap_works
-from tests.support.cli import cli, status_json
-from tests.support.modelsrig import EDIT, PROVIDER_KEY, Rig, ledger, model_calls, paid
+from tests.support.cli import cli, events, status_json
+from tests.support.modelsrig import EDIT, PROVIDER_KEY, Rig, checks, ledger, model_calls, paid
 
 
 def test_every_call_is_metered_into_events_status_and_artifacts(models_rig: Rig) -> None:
@@ -22,15 +22,22 @@ def test_every_call_is_metered_into_events_status_and_artifacts(models_rig: Rig)
     assert [c["seq"] for c in calls] == [e["seq"] for e in entries] and calls
     # the gateway's own count equals the provider's (the stub's)
     stats = models_rig.stub.stats
-    assert len(paid(entries)) == stats.requests == stats.answered
+    run_calls = stats.requests - checks(models_rig.stub)  # the models' check is apart
+    assert len(paid(entries)) == run_calls == stats.answered - checks(models_rig.stub)
     tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls)
-    assert tokens == stats.prompt_tokens + stats.completion_tokens
-    cost = (stats.prompt_tokens * 1.0 + stats.completion_tokens * 2.0) / 1e6
     st = status_json(run)
+    check = st["model_check"]
+    assert tokens == stats.prompt_tokens + stats.completion_tokens - check["tokens"]
+    cost = (stats.prompt_tokens * 1.0 + stats.completion_tokens * 2.0) / 1e6 - check["cost_usd"]
     assert st["model_tokens"] == tokens and st["model_calls"] == len(calls)
     assert st["cost_usd"] == pytest.approx(cost, abs=1e-6)
     assert st["models_by_slot"] == {
-        "mutate": {"cost_usd": st["cost_usd"], "model_tokens": tokens, "model_calls": len(calls)}
+        "mutate": {
+            "cost_usd": st["cost_usd"],
+            "model_tokens": tokens,
+            "model_calls": len(calls),
+            "cached_calls": 0,
+        }
     }
     assert st["budget"]["used"]["model_tokens"] == tokens
     for c in calls:  # linked to candidate and slot, request and response kept as artifacts
@@ -54,7 +61,7 @@ def test_every_call_is_metered_into_events_status_and_artifacts(models_rig: Rig)
 @pytest.mark.parametrize(
     "bad", [Answer(status=500), Answer(malformed=True)], ids=["http500", "garbage"]
 )
-def test_a_call_failing_after_its_retries_rejects_the_child_and_the_run_goes_on(
+def test_a_call_failing_after_its_retries_abandons_the_child_as_an_outage_and_the_run_goes_on(
     models_rig: Rig, bad: Answer
 ) -> None:
     # retries: 1 -> two attempts each; the first child's call fails twice, the second's works
@@ -66,12 +73,17 @@ def test_a_call_failing_after_its_retries_rejects_the_child_and_the_run_goes_on(
     assert st["state"] == "finished", st["reason"]
     kids = [c for c in st["candidates"] if c["parent"] is not None]
     first, second = kids[0], kids[1]
-    assert first["state"] == "rejected"
-    assert any("failed after 2 attempts" in r for r in first["reasons"]), first["reasons"]
-    assert second["state"] in ("admitted", "declined")
+    # the provider's failure, not the method's: no rejection, and the generation gets
+    # another child in its place (one failure is no outage of the run)
+    assert first["state"] == "abandoned"
+    (gone,) = [e["data"] for e in events(run) if e["type"] == "candidate_abandoned"]
+    assert gone["id"] == first["id"] and gone["cause"] == "model_outage"
+    assert "failed after 2 attempts" in gone["reason"], gone["reason"]
+    assert second["state"] in ("admitted", "declined") and len(kids) == 3
     calls = model_calls(run)
     assert [c["status"] for c in calls][:1] == [502] and calls[0]["candidate"] == first["id"]
-    assert models_rig.stub.stats.requests == 3
+    paid_calls = len(paid(ledger(run)))
+    assert models_rig.stub.stats.requests - checks(models_rig.stub) == 2 + paid_calls
 
 
 @pytest.mark.parametrize("by", ["tokens", "cost"])
@@ -91,7 +103,8 @@ def test_the_budget_fails_closed_from_the_gateways_count(models_rig: Rig, by: st
         assert 0 < used["model_tokens"] <= 600
     else:
         assert 0 < used["cost"] <= 0.0007
-    assert models_rig.stub.stats.requests == len(paid(ledger(run)))  # refused calls never left
+    sent = models_rig.stub.stats.requests - checks(models_rig.stub)
+    assert sent == len(paid(ledger(run)))  # refused calls never left
 
 
 def test_a_per_operation_allowance_rejects_that_child_only(models_rig: Rig) -> None:
@@ -111,7 +124,7 @@ def test_a_per_operation_allowance_rejects_that_child_only(models_rig: Rig) -> N
     kids = [c for c in st["candidates"] if c["parent"] is not None]
     assert kids and all(c["state"] == "rejected" for c in kids)
     assert all("allowance of 100 tokens exhausted" in " ".join(c["reasons"]) for c in kids)
-    assert models_rig.stub.stats.requests == 0
+    assert models_rig.stub.stats.requests == checks(models_rig.stub)  # the check alone
 
 
 SANDBOX_CHECK = r"""
@@ -169,9 +182,8 @@ def test_the_key_never_enters_a_sandbox_and_only_the_gateway_is_reachable(models
     assert kid["state"] in ("admitted", "declined"), kid["reasons"]  # every check held
     (call,) = model_calls(run)
     assert call["slot"] == "mutate" and call["candidate"] == kid["id"] and call["status"] == 200
-    assert models_rig.stub.stats.requests == 1 and models_rig.stub.auth == [
-        f"Bearer {PROVIDER_KEY}"
-    ]
+    assert models_rig.stub.stats.requests - checks(models_rig.stub) == 1
+    assert set(models_rig.stub.auth) == {f"Bearer {PROVIDER_KEY}"}
     # nor does anything in the run folder (the gateway's ledger and evidence included)
     for path in run.rglob("*"):
         if path.is_file():

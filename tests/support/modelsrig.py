@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from rsiframe.gateway.modelcheck import PING
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 from tests.support.cli import cli_proc, events
 
@@ -23,6 +24,10 @@ EDIT = (
 
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+
+#: the models' check before a session's first generation (rsiframe.gateway.modelcheck),
+#: answered apart so that it never takes an answer scripted for the run's operators
+PING_ANSWER = Answer(content="ok", when="Reply with the single word: ok", repeat=True)
 
 
 @dataclass
@@ -46,8 +51,8 @@ class Rig:
         generations: int = 1,
         children: int = 2,
     ) -> None:
-        self.stub.script = Script(answers=answers)
-        self.stub.remaining = list(answers)
+        self.stub.script = Script(answers=[PING_ANSWER, *answers])
+        self.stub.remaining = [PING_ANSWER, *answers]
         data = yaml.safe_load(self.recipe.read_text())
         data["slots"]["mutate"] = mutate or {
             "operator": "llm_edit",
@@ -81,6 +86,11 @@ def ledger(run: Path) -> list[dict[str, Any]]:
 
 def model_calls(run: Path) -> list[dict[str, Any]]:
     return [e["data"] for e in events(run) if e["type"] == "model_call"]
+
+
+def checks(stub: StubLLM) -> int:
+    """The stub's requests that were the models' check (metered apart from the run)."""
+    return sum(1 for body in stub.requests if body.get("messages") == PING)
 
 
 def paid(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
