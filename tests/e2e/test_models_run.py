@@ -33,7 +33,8 @@ def test_resume_at_once_after_sigkill_during_a_model_call_waits_and_uses_the_pai
     models_rig: Rig,
 ) -> None:
     # sampled (llm_edit's default temperature): only the retake's same draws can match
-    slow = Answer(content=EDIT, delay_s=4)
+    # answered in 10 s: the resume below starts well before the killed driver's gateway ends
+    slow = Answer(content=EDIT, delay_s=10)
     models_rig.write(answers=[slow, Answer(content=EDIT, repeat=True)], children=1)
     run = models_rig.root / "run"
     proc = subprocess.Popen(
@@ -44,7 +45,7 @@ def test_resume_at_once_after_sigkill_during_a_model_call_waits_and_uses_the_pai
     )
     deadline = time.monotonic() + 120
     while len(models_rig.stub.requests) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)  # the models' check, then the proposal's call (answered in 4 s)
+        time.sleep(0.05)  # the models' check, then the proposal's call
     assert len(models_rig.stub.requests) == 2, "the driver never made its model call"
     proc.send_signal(signal.SIGKILL)  # mid-call
     proc.wait(10)
