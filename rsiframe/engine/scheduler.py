@@ -143,38 +143,59 @@ class Scheduler:
 
     def next(self) -> Decision:
         """Reflect, start a generation or propose a child: whichever is due (or wait)."""
-        st, jobs = self.state, self.inflight.jobs
-        g = st.generation
+        g = self.state.generation
         full, closed = self._full(g), g in self.closed
         if (full or closed) and self.generational and self.unsettled(g):
             return Decision(WAIT)
-        if closed and not jobs and not self.unsettled(None):
-            refusal = self.budget.refuse_candidate(st)
+        if closed and not self._busy():
+            refusal = self.budget.refuse_candidate(self.state)
             if refusal is not None:
                 return self._end(refusal)
             self.closed.discard(g)  # rejected children gave their evaluations back
             closed = False
-        due = sorted(set(range(1, g + 1)) - set(st.reflected)) if self.reflects else []
-        for h in due:
-            if self.unsettled(h) or (h == g and not full):
-                break
-            return Decision("reflect", generation=h)
+        reflect = self._reflection_due(g, full)
+        if reflect is not None:
+            return reflect
         if full:
-            refusal = self.budget.refuse_generation(st)
-            if refusal is None:
-                return Decision("generation", generation=g + 1)
-            if jobs or self.unsettled(None):
-                return Decision(WAIT)  # steady: what is in flight ends first
-            limit = self.recipe.budget.max_generations
-            if limit is not None and g >= limit:
-                return Decision("finish", state="finished", reason=f"completed {g} generation(s)")
-            return self._end(refusal)
+            return self._next_generation(g)
         if closed or self.stopping or not self.inflight.free():
             return Decision(WAIT)
-        refusal = self.budget.refuse_candidate(st)
+        return self._propose(g)
+
+    def _busy(self) -> bool:
+        """Whether anything is in flight or not yet settled."""
+        return bool(self.inflight.jobs) or self.unsettled(None)
+
+    def _reflection_due(self, g: int, full: bool) -> Decision | None:
+        """The oldest generation not yet reflected on, once it has settled (the current
+        one only when it is full)."""
+        if not self.reflects:
+            return None
+        for h in sorted(set(range(1, g + 1)) - set(self.state.reflected)):
+            if self.unsettled(h) or (h == g and not full):
+                return None
+            return Decision("reflect", generation=h)
+        return None
+
+    def _next_generation(self, g: int) -> Decision:
+        """Generation ``g`` is full: begin the next, or wait for what is in flight, or end."""
+        refusal = self.budget.refuse_generation(self.state)
+        if refusal is None:
+            return Decision("generation", generation=g + 1)
+        if self._busy():
+            return Decision(WAIT)  # steady: what is in flight ends first
+        limit = self.recipe.budget.max_generations
+        if limit is not None and g >= limit:
+            return Decision("finish", state="finished", reason=f"completed {g} generation(s)")
+        return self._end(refusal)
+
+    def _propose(self, g: int) -> Decision:
+        """A child of generation ``g`` if the budget allows one; else close the generation
+        until what is in flight settles, or end."""
+        refusal = self.budget.refuse_candidate(self.state)
         if refusal is None:
             return Decision("propose", generation=g)
-        if jobs or self.unsettled(None):
+        if self._busy():
             self.closed.add(g)  # no more children until what is in flight settles
             return Decision(WAIT)
         return self._end(refusal)

@@ -335,7 +335,8 @@ def check_method_file(path: Path) -> tuple[Method, dict[str, str]]:
     tree = _load_tree(Path(path), ())
     method = check_method(tree.data, tree.path)
     operators = _operators(method.slots, tree.path)
-    return method, {slot: method.slots.get(slot).operator for slot in operators}  # type: ignore[union-attr]
+    chosen = {slot: method.slots.get(slot) for slot in operators}
+    return method, {slot: c.operator for slot, c in chosen.items() if c is not None}
 
 
 def dump(data: dict[str, Any]) -> str:

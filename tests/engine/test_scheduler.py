@@ -109,7 +109,7 @@ def test_the_last_generation_finishes_the_run(signed_run: SignedRun) -> None:
     )
 
 
-def test_the_candidate_budget_closes_the_generation_then_ends_the_run_exhausted(
+def test_the_candidate_budget_closes_the_generation_then_ends_the_run_finished(
     signed_run: SignedRun,
 ) -> None:
     signed_run.seed()
@@ -125,7 +125,8 @@ def test_the_candidate_budget_closes_the_generation_then_ends_the_run_exhausted(
     del s.inflight.jobs["c0001"]
     assert s.next() == Decision(WAIT)  # certified: its review comes first
     signed_run.review("c0001")
-    assert s.next() == Decision("finish", state="budget_exhausted", reason="candidates reached 1")
+    # max_candidates is the run's plan: made, the run is finished (not a resource run out)
+    assert s.next() == Decision("finish", state="finished", reason="candidates reached 1")
 
 
 def test_the_evaluation_budget_keeps_room_for_a_child_and_the_sealed_anchor(

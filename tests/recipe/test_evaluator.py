@@ -11,7 +11,6 @@ from rsiframe.recipe.evaluator import (
     HarborEngineConfig,
     LocalEngineConfig,
     TaskLimits,
-    engine_config,
 )
 from rsiframe.tasks.taskset import Task
 
@@ -20,9 +19,7 @@ def test_the_engine_table_names_each_engine_once_with_its_config() -> None:
     assert set(ENGINES) == {"local", "harbor"}
     assert ENGINES["local"].config is LocalEngineConfig and ENGINES["local"].install is None
     assert ENGINES["harbor"].install and "harbor" in ENGINES["harbor"].install
-    assert isinstance(engine_config("local", {"agent": "true"}), LocalEngineConfig)
-    with pytest.raises(KeyError):
-        engine_config("podman", {})
+    assert isinstance(ENGINES["local"].config.model_validate({"agent": "true"}), LocalEngineConfig)
 
 
 @pytest.mark.parametrize(
