@@ -79,15 +79,8 @@ def create_run(
     ledger folder whose answers alone a replay's gateway serves (no endpoint needed);
     ``method``: the recipe's target run with that method (``--method``); ``model_check``:
     each declared model answers one tiny call before the folder exists."""
-    p = plan(
-        recipe_path,
-        sets,
-        ray_address,
-        unsets,
-        replay=replay_of is not None,
-        method=method,
-        model_check=model_check,
-    )
+    p = plan(recipe_path, sets, ray_address, unsets, replay=replay_of is not None,
+             method=method, model_check=model_check)  # fmt: skip
     # connected before the run folder exists: a cluster that fails leaves nothing behind
     executor = open_executor(p.executor, p.executor_key)
     resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
