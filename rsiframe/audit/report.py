@@ -16,8 +16,7 @@ from rsiframe.archive.state import CANDIDATE_STATES, Candidate, RunState
 from rsiframe.engine.budget import BudgetGuard
 from rsiframe.errors import RunFolderError
 from rsiframe.evaluators import health
-from rsiframe.gateway.runmodels import FOLDER as MODELS_FOLDER
-from rsiframe.gateway.runmodels import LedgerTail
+from rsiframe.gateway.ledger import LedgerTail
 from rsiframe.recipe.schema import Budget
 
 
@@ -209,7 +208,7 @@ def status_of(loaded: LoadedRun) -> StatusReport:
 def unrecorded_calls(loaded: LoadedRun) -> dict[str, Any]:
     """The ledger's entries no ``model_call`` event holds yet: what the gateway recorded
     (and the provider was paid) after the driver's last event."""
-    tail = LedgerTail(loaded.paths.root / MODELS_FOLDER / "ledger.jsonl")
+    tail = LedgerTail(loaded.paths.root / "model-calls" / "ledger.jsonl")  # runmodels.FOLDER
     entries = [e for e in tail.read() if not loaded.state.model_seen(e.seq)]
     if not entries:
         return {}

@@ -27,9 +27,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,7 @@ from rsiframe.archive.state import RunState
 from rsiframe.errors import ModelError
 from rsiframe.gateway.app import SandboxEndpoint
 from rsiframe.gateway.bounds import merge_usage
-from rsiframe.gateway.ledger import Entry
+from rsiframe.gateway.ledger import Entry, LedgerTail
 from rsiframe.recipe.models import named_models
 from rsiframe.recipe.schema import Recipe
 
@@ -51,35 +49,6 @@ FOLDER = "model-calls"
 REPLAY_OF = "replay-of"
 #: operator config keys that cap the tokens one operation may spend through the gateway
 ALLOWANCE_KEYS = ("max_tokens_per_mutation", "max_tokens_per_call_site")
-_ENTRY_FIELDS = {f.name for f in fields(Entry)}
-
-
-class LedgerTail:
-    """The ledger's complete lines not read yet, in order (safe from any thread)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.lock = threading.Lock()
-
-    def read(self) -> list[Entry]:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return []
-        if size <= self.offset:
-            return []
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            data = f.read(size - self.offset)
-        end = data.rfind(b"\n") + 1  # a line still being written waits for the next read
-        self.offset += end
-        out = []
-        for line in data[:end].splitlines():
-            with contextlib.suppress(ValueError, TypeError):
-                raw = json.loads(line)
-                out.append(Entry(**{k: v for k, v in raw.items() if k in _ENTRY_FIELDS}))
-        return out
 
 
 def event_of(e: Entry, put: Callable[[bytes], str], evidence: Path) -> E.ModelCall:

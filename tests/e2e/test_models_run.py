@@ -33,8 +33,8 @@ def test_resume_at_once_after_sigkill_during_a_model_call_waits_and_uses_the_pai
     models_rig: Rig,
 ) -> None:
     # sampled (llm_edit's default temperature): only the retake's same draws can match
-    # answered in 10 s: the resume below starts well before the killed driver's gateway ends
-    slow = Answer(content=EDIT, delay_s=10)
+    # answered in 30 s: the resume below starts well before the killed driver's gateway ends
+    slow = Answer(content=EDIT, delay_s=30)
     models_rig.write(answers=[slow, Answer(content=EDIT, repeat=True)], children=1)
     run = models_rig.root / "run"
     proc = subprocess.Popen(
@@ -50,8 +50,10 @@ def test_resume_at_once_after_sigkill_during_a_model_call_waits_and_uses_the_pai
     proc.send_signal(signal.SIGKILL)  # mid-call
     proc.wait(10)
     assert gateways_of(run), "the killed driver's gateway is still answering"
+    t0 = time.monotonic()
     res = cli_proc("resume", run, "--quiet", env=models_rig.env, timeout=180)  # at once
     assert res.returncode == 0, res.stderr
+    assert time.monotonic() - t0 > 10, gateways_of(run)
     assert "waiting up to" in res.stderr and "finished and recorded its calls" in res.stderr
     assert "already being driven" not in res.stderr
     entries = ledger(run)

@@ -8,7 +8,6 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rsiframe.archive.state import Candidate, RunState
-from rsiframe.audit.report import calls_text
 from rsiframe.viewer import fmt
 from rsiframe.viewer.source import RunSource, in_flight
 
@@ -109,7 +108,7 @@ def model_cost(calls: int, tokens: int, cost: float, by_slot: dict, cached: int 
     included; calls the ledger answered at no cost apart."""
     t = Text()
     t.append(f"${cost:.4f}", style="bold")
-    t.append(f" · {calls_text(calls, cached)} · {tokens:,} tokens")
+    t.append(f" · {fmt.calls(calls, cached)} · {tokens:,} tokens")
     slots = [f"{s} ${row.get('cost_usd', 0.0):.4f}" for s, row in sorted(by_slot.items())]
     if slots:
         t.append(f"  ({', '.join(slots)})", style="dim")
