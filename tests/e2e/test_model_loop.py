@@ -49,7 +49,8 @@ def test_the_models_check_is_metered_apart_from_the_runs_budget(models_rig: Rig)
     run = models_rig.run()
     st = status_json(run)
     assert checks(models_rig.stub) == 1 and st["model_check"]["calls"] == 1
-    assert st["model_check"]["tokens"] > 0 and st["model_check"]["cost_usd"] > 0
+    assert st["model_check"]["tokens"] == models_rig.stub.stats.check_tokens > 0
+    assert st["model_check"]["cost_usd"] > 0
     entries = ledger(run)  # the run's ledger holds the run's calls only
     assert st["model_calls"] == len(entries) == 1
     assert st["budget"]["used"]["model_tokens"] == sum(
@@ -83,7 +84,7 @@ def test_a_child_with_an_existing_tree_is_rejected_as_a_duplicate_never_evaluate
     assert (st["model_calls"], st["model_calls_cached"]) == (2, 1)
     assert st["models_by_slot"]["mutate"]["cached_calls"] == 1
     assert "2 calls, 1 from cache" in status_text(run)
-    assert models_rig.stub.stats.answered - checks(models_rig.stub) == 1  # the provider's count
+    assert models_rig.stub.stats.answered == 1  # the provider's count
 
 
 def test_a_mid_run_outage_ends_the_run_failed_and_it_resumes_when_the_stub_is_back(
@@ -101,8 +102,8 @@ def test_a_mid_run_outage_ends_the_run_failed_and_it_resumes_when_the_stub_is_ba
         text=True,
     )
     deadline = time.monotonic() + 120
-    while len(models_rig.stub.requests) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)  # the check, then the first proposal's call (answered in 2 s)
+    while not models_rig.stub.requests and time.monotonic() < deadline:
+        time.sleep(0.05)  # the first proposal's call (answered in 2 s)
     models_rig.srv.stop()  # the provider goes away once it has answered that call
     _out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
@@ -126,4 +127,4 @@ def test_a_mid_run_outage_ends_the_run_failed_and_it_resumes_when_the_stub_is_ba
     assert res.returncode == 0, res.stderr
     st = status_json(run)
     assert st["state"] == "finished" and st["model_check"]["calls"] == 2
-    assert len(paid(ledger(run))) == models_rig.stub.stats.answered - checks(models_rig.stub)
+    assert len(paid(ledger(run))) == models_rig.stub.stats.answered

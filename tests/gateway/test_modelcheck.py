@@ -15,7 +15,7 @@ from rsiframe.recipe.models import ModelSpec
 
 @pytest.fixture
 def stub() -> Iterator[tuple[StubLLM, ServerThread]]:
-    llm = StubLLM(Script(default=Answer(content="ok")))
+    llm = StubLLM(Script(default=Answer(content="ok")), checks_apart=False)  # scripted
     srv = ServerThread(llm.app).start()
     try:
         yield llm, srv

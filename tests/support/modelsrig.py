@@ -10,7 +10,6 @@ from typing import Any
 
 import yaml
 
-from rsiframe.gateway.modelcheck import PING
 from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
 from tests.support.cli import cli_proc, events
 
@@ -24,10 +23,6 @@ EDIT = (
 
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
-
-#: the models' check before a session's first generation (rsiframe.gateway.modelcheck),
-#: answered apart so that it never takes an answer scripted for the run's operators
-PING_ANSWER = Answer(content="ok", when="Reply with the single word: ok", repeat=True)
 
 
 @dataclass
@@ -51,8 +46,8 @@ class Rig:
         generations: int = 1,
         children: int = 2,
     ) -> None:
-        self.stub.script = Script(answers=[PING_ANSWER, *answers])
-        self.stub.remaining = [PING_ANSWER, *answers]
+        self.stub.script = Script(answers=answers)
+        self.stub.remaining = list(answers)
         data = yaml.safe_load(self.recipe.read_text())
         data["slots"]["mutate"] = mutate or {
             "operator": "llm_edit",
@@ -89,8 +84,8 @@ def model_calls(run: Path) -> list[dict[str, Any]]:
 
 
 def checks(stub: StubLLM) -> int:
-    """The stub's requests that were the models' check (metered apart from the run)."""
-    return sum(1 for body in stub.requests if body.get("messages") == PING)
+    """The models' checks the stub answered (apart from the run's calls: its module)."""
+    return stub.stats.checks
 
 
 def paid(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
