@@ -60,8 +60,9 @@ def test_the_models_check_is_metered_apart_from_the_runs_budget(models_rig: Rig)
     assert "model check: 1 call," in text and "not charged to the budget" in text
 
 
+@pytest.mark.parametrize("k", [1, 2])
 def test_a_child_with_an_existing_tree_is_rejected_as_a_duplicate_never_evaluated(
-    models_rig: Rig,
+    models_rig: Rig, k: int
 ) -> None:
     # temperature 0: both siblings make the same request; the second is served from cache
     mutate = {
@@ -71,7 +72,7 @@ def test_a_child_with_an_existing_tree_is_rejected_as_a_duplicate_never_evaluate
     models_rig.write(answers=[Answer(content=EDIT, repeat=True)], mutate=mutate, children=2)
     check = cli_proc("recipe", "check", models_rig.recipe, env=models_rig.env)
     assert check.returncode == 0 and "temperature: 0 makes every child" in check.stderr
-    run = models_rig.run("run", "--set", "concurrency.candidates=2")
+    run = models_rig.run("run", "--set", f"concurrency.candidates={k}")
     evs = events(run)
     rejected = {e["data"]["id"]: e["data"] for e in evs if e["type"] == "candidate_rejected"}
     mutated = [e["data"]["id"] for e in evs if e["type"] == "candidate_mutated"][1:]  # the seed
@@ -81,10 +82,13 @@ def test_a_child_with_an_existing_tree_is_rejected_as_a_duplicate_never_evaluate
     evaluated = {e["data"]["id"] for e in evs if e["type"] == "evaluation_started"}
     assert "c0002" not in evaluated and "c0001" in evaluated
     st = status_json(run)
-    assert (st["model_calls"], st["model_calls_cached"]) == (2, 1)
-    assert st["models_by_slot"]["mutate"]["cached_calls"] == 1
-    assert "2 calls, 1 from cache" in status_text(run)
-    assert models_rig.stub.stats.answered == 1  # the provider's count
+    # with K=2 the two same requests may be in flight together: both are then paid (the
+    # gateway serves from its ledger what it has recorded); one after the other, cached
+    cached = st["model_calls_cached"]
+    assert st["model_calls"] == 2 and cached == 2 - models_rig.stub.stats.answered
+    assert st["models_by_slot"]["mutate"]["cached_calls"] == cached
+    if k == 1:
+        assert cached == 1 and "2 calls, 1 from cache" in status_text(run)
 
 
 def test_a_mid_run_outage_ends_the_run_failed_and_it_resumes_when_the_stub_is_back(
