@@ -47,7 +47,7 @@ from rsiframe.engine.evaluation import TaskRunner
 from rsiframe.engine.taskruns import TaskRunMeter
 from rsiframe.errors import RsiError
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
-from rsiframe.repo.gittree import Snapshot, snapshot
+from rsiframe.repo.gittree import FlatTree, Snapshot, snapshot
 from rsiframe.repo.guardrail import check as guardrail_check
 from rsiframe.repo.merge import merge_base, three_way
 from rsiframe.slots.calls import OperatorCalls, OperatorFailed
@@ -56,6 +56,8 @@ from rsiframe.surface import Surface
 from rsiframe.tasks.taskset import TaskLock
 from rsiframe.util.digest import canonical_json
 
+#: a validate step's commands changed the tree it checked
+VALIDATE_CHANGED = "the validate step changed the tree"
 #: what a transaction ends with: the event the engine records for the candidate
 Outcome = E.CandidateMutated | E.CandidateRejected | E.CandidateAbandoned
 Emit = Callable[[E.EventData], Any]
@@ -329,8 +331,8 @@ class Transaction:
                 return reject(
                     "validate", [check.reason], snap, output=check.output, validated=check
                 )
-            if (changed := self._changed_by_validate(workdir, tree)) is not None:
-                return reject("validate", ["the validate step changed the tree"], changed)
+            if (changed := self._changed_by_validate(workdir, tree, parent_tree)) is not None:
+                return reject("validate", [VALIDATE_CHANGED], changed[0], violations=changed[1])
         if (nop := calls.op("novelty")) is not None:
             nctx = NoveltyContext(
                 view, calls.rng(cid, "novelty"), generation, cid, pview, tree, changes
@@ -359,11 +361,17 @@ class Transaction:
             splits=self.splits,
         )
 
-    def _changed_by_validate(self, workdir: Path, tree: str) -> Snapshot | None:
-        """The work tree after validate when it is no longer ``tree`` (validate commands
-        must not change the tree: the claimed, checked tree is what is committed)."""
+    def _changed_by_validate(
+        self, workdir: Path, tree: str, parent_tree: FlatTree
+    ) -> tuple[Snapshot, list[dict[str, Any]]] | None:
+        """The work tree after validate when it is no longer ``tree``, and what it changed
+        outside the surface (validate commands must not change the tree: the claimed,
+        checked tree is what is committed)."""
         again = snapshot(workdir, self.ignore)
-        return None if self.repo.store(again) == tree else again
+        if self.repo.store(again) == tree:
+            return None
+        moved = guardrail_check(parent_tree, again, self.surface).violations
+        return again, [v.as_dict() for v in moved]
 
     def _work_runner(self, cid: str, workdir: Path) -> Callable[[list[str]], list[dict[str, Any]]]:
         """Validate's ``run_train``: the work tree, sandboxed and uncertified, on train ids."""
