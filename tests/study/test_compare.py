@@ -25,6 +25,8 @@ METHOD_KEYS = {
     "evaluations",
     "task_runs",
     "model_tokens",
+    "model_calls",  # per run, mean: every call through the gateway
+    "model_calls_cached",  # of them, answered from its ledger at no cost
     "cost_usd",
     "wall_s",
 }
