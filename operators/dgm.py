@@ -1,16 +1,23 @@
 """The Darwin Gödel Machine's archive policy: score-and-children parent choice, keep every child.
 
-DGM (Zhang et al. 2025, ``jennyzzt/dgm``, ``DGM_outer.py``) and HyperAgents draw a parent
-with probability proportional to ``sigmoid(λ·(score - midpoint)) / (1 + children)``: good
-candidates are favoured, and a candidate that already has many children is explored less.
-Its archive keeps every valid child (``keep_all``), so later generations can branch from
-stepping stones that did not improve on their parent.
+DGM (Zhang et al. 2025, ``jennyzzt/dgm``, ``DGM_outer.py``, ``choose_selfimproves`` with
+``score_child_prop``) draws a parent with probability proportional to
+``sigmoid(λ·(score - midpoint)) / (1 + children)`` (λ = 10, midpoint 0.5): good candidates
+are favoured, and a candidate that already has many children is explored less. DGM counts
+the children in its archive (``children: archived``); the default here also counts
+children in flight and judged ones, so K proposals in steady mode spread out. HyperAgents'
+``select_parent`` differs (midpoint: the mean of the top three scores; penalty
+``exp(-(children/8)**3)``); this operator is DGM's. A candidate a staged evaluation
+archived at a stage (``on_fail: archive``) is drawn with that stage's score, as DGM scores
+a child on what it was evaluated on. Its archive keeps every valid child (``keep_all``),
+so later generations can branch from stepping stones that did not improve on their parent.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,11 +40,20 @@ _CHILD_STATES = frozenset(
 )
 
 
-def children_counts(run: RunView) -> Counter[str]:
-    """Children per candidate, in-flight children included (steady mode sees them too)."""
-    return Counter(
-        c.parent for c in run.candidates() if c.parent is not None and c.state in _CHILD_STATES
-    )
+def children_counts(run: RunView, archived: bool = False) -> Counter[str]:
+    """Children per candidate: in flight and judged ones included (steady mode sees them
+    too), or (``archived``) only those in the archive, as DGM counts them."""
+    states = frozenset({"admitted"}) if archived else _CHILD_STATES
+    return Counter(c.parent for c in run.candidates() if c.parent is not None and c.state in states)
+
+
+def archive_score(run: RunView, c: CandidateView, split: str) -> float | None:
+    """``c``'s verified ``split`` score, or, for a candidate a staged evaluation archived
+    at a stage, that stage's score (what DGM would rank it by)."""
+    score = run.score(c.id, split)
+    if score is None and c.stopped_at is not None:
+        score = run.score(c.id, c.stopped_at)
+    return score
 
 
 def score_child_weights(
@@ -58,13 +74,20 @@ class ScoreChildPropConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lam: float = Field(10.0, ge=0, description="sigmoid steepness λ (0: scores ignored)")
     midpoint: float = Field(0.5, description="score at which the sigmoid is one half")
+    split: Literal["gate", "train"] = Field(
+        "gate", description="the score drawn on (DGM: what it was evaluated on, train)"
+    )
+    children: Literal["all", "archived"] = Field(
+        "all", description="children counted: all proposed and judged, or archived (DGM)"
+    )
 
 
 class ScoreChildProp(SelectOperator):
-    """DGM's parent choice: p ∝ sigmoid(λ·(gate - midpoint)) / (1 + children).
+    """DGM's parent choice: p ∝ sigmoid(λ·(score - midpoint)) / (1 + children).
 
-    Children in flight count, so K proposals in steady mode spread over the archive.
-    Source: DGM ``DGM_outer.py`` (choose_selfimproves, ``score_child_prop``); HyperAgents.
+    By default children in flight count, so K proposals in steady mode spread over the
+    archive; ``children: archived`` counts the archive's children only (DGM).
+    Source: DGM ``DGM_outer.py`` (choose_selfimproves, ``score_child_prop``).
     """
 
     name = "score_child_prop"
@@ -72,18 +95,20 @@ class ScoreChildProp(SelectOperator):
     config: ScoreChildPropConfig
 
     def select(self, ctx: SelectContext) -> Selection:
+        cfg = self.config
         admitted: list[CandidateView] = ctx.run.admitted()
-        rows = [(c.id, s) for c in admitted if (s := ctx.run.score(c.id, "gate")) is not None]
+        scored = [(c.id, archive_score(ctx.run, c, cfg.split)) for c in admitted]
+        rows = [(cid, s) for cid, s in scored if s is not None]
         if not rows:
-            raise ValueError("no admitted candidate with a gate score to select from")
-        kids = children_counts(ctx.run)
-        weights = score_child_weights(rows, kids, self.config.lam, self.config.midpoint)
+            raise ValueError(f"no admitted candidate with a {cfg.split} score to select from")
+        kids = children_counts(ctx.run, archived=cfg.children == "archived")
+        weights = score_child_weights(rows, kids, cfg.lam, cfg.midpoint)
         ids = [cid for cid, _ in rows]
         pick = ctx.rng.choices(ids, weights=[weights[i] for i in ids], k=1)[0]
         score = dict(rows)[pick]
         return Selection(
             parent=pick,
-            reason=f"score_child_prop p={weights[pick]:.3f} (gate {score:.3f}, "
+            reason=f"score_child_prop p={weights[pick]:.3f} ({cfg.split} {score:.3f}, "
             f"{kids.get(pick, 0)} children)",
         )
 

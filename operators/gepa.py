@@ -3,10 +3,12 @@
 GEPA (Agrawal et al. 2025, ``gepa-ai/gepa``, ``optimize(candidate_selection_strategy=
 "pareto", frontier_type=...)``) keeps every candidate that is best on at least one
 training instance, so a specialist that solves tasks nobody else solves is not lost to
-an average. ``instance``: a candidate is on the front when it reaches the best reward on
-some task; among those, one whose winning tasks are a strict subset of another's is
-dropped, and the rest are drawn in proportion to the tasks they win. ``objective``: the
-classic non-dominated set over the vectors of per-task rewards, drawn uniformly.
+an average. ``instance``: each task's front is the candidates that reach its best reward;
+GEPA's dominance removal (``remove_dominated_programs``) then drops, lowest aggregate
+first and again after each drop, a candidate every one of whose fronts also holds another
+candidate still kept (the union of the others covers it); the rest are drawn in
+proportion to the fronts they are on. ``objective``: the classic non-dominated set over
+the vectors of per-task rewards, drawn uniformly.
 """
 
 from __future__ import annotations
@@ -50,22 +52,37 @@ def objective_front(matrix: Matrix) -> list[str]:
     ]
 
 
-def instance_front(matrix: Matrix) -> dict[str, int]:
-    """Front members and how many tasks each wins (reaches that task's best reward)."""
-    tasks = _tasks(matrix)
-    wins: dict[str, set[str]] = {cid: set() for cid in matrix}
-    for t in tasks:
+def task_fronts(matrix: Matrix) -> dict[str, set[str]]:
+    """Per task, the candidates that reach its best reward (missing = 0)."""
+    fronts = {}
+    for t in _tasks(matrix):
         best = max(row.get(t, 0.0) for row in matrix.values())
-        for cid, row in matrix.items():
-            if row.get(t, 0.0) == best:
-                wins[cid].add(t)
-    members = {cid: w for cid, w in wins.items() if w}
-    kept = {
-        cid: w
-        for cid, w in members.items()
-        if not any(w < other for oid, other in members.items() if oid != cid)
-    }
-    return {cid: len(w) for cid, w in kept.items()}
+        fronts[t] = {cid for cid, row in matrix.items() if row.get(t, 0.0) == best}
+    return fronts
+
+
+def dominators(fronts: dict[str, set[str]], aggregate: dict[str, float]) -> list[str]:
+    """GEPA's dominance removal: in ascending aggregate order (ids break ties), drop the
+    first candidate whose every front holds another candidate not dropped, and start
+    over, until none can be dropped. Every front keeps at least one member."""
+    order = sorted({c for f in fronts.values() for c in f}, key=lambda c: (aggregate[c], c))
+    dropped: set[str] = set()
+
+    def covered(y: str) -> bool:
+        others = set(order) - dropped - {y}
+        return all(f & others for f in fronts.values() if y in f)
+
+    while (y := next((c for c in order if c not in dropped and covered(c)), None)) is not None:
+        dropped.add(y)
+    return [c for c in order if c not in dropped]
+
+
+def instance_front(matrix: Matrix) -> dict[str, int]:
+    """Front members after GEPA's dominance removal, and how many task fronts each is on."""
+    fronts = task_fronts(matrix)
+    aggregate = {cid: sum(row.values()) / len(row) if row else 0.0 for cid, row in matrix.items()}
+    kept = dominators(fronts, aggregate)
+    return {cid: sum(cid in f for f in fronts.values()) for cid in kept}
 
 
 class ParetoConfig(BaseModel):

@@ -130,7 +130,8 @@ class RoundRobinConfig(BaseModel):
         return self
 
 
-def _surface_files(ctx: MutateContext) -> list[str]:
+def surface_file_list(ctx: MutateContext) -> list[str]:
+    """Every file of the work folder (the parent's tree) the surface allows, sorted."""
     root = ctx.workdir
     found = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     return sorted(f for f in found if not f.startswith(".git/") and ctx.may_change(f))
@@ -168,7 +169,7 @@ class RoundRobin(MutateOperator):
 
     def mutate(self, ctx: MutateContext) -> Mutation:
         cfg: RoundRobinConfig = self.config
-        components = list(cfg.components) or _surface_files(ctx)
+        components = list(cfg.components) or surface_file_list(ctx)
         if not components:
             raise ValueError("round_robin: the surface allows no file of the parent")
         outside = [c for c in components if not ctx.may_change(c)]

@@ -18,6 +18,13 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class ProposalSkipped(Exception):
+    """An operator declines to make this child, by its method's rule (e.g. GEPA skips a
+    parent that is already perfect on the reflection's minibatch). The child ends
+    ``rejected`` at the operator's slot with this reason, as a skipped proposal, not as a
+    failure (no traceback)."""
+
+
 class InformationFlowError(Exception):
     """An operator asked for something its slot may not see (sealed scores, gate detail).
 
@@ -72,6 +79,9 @@ def may_read(
     ``grants`` are the calling operator's declared grants; only those its slot's
     ``grantable`` column allows count.
     """
+    kind, sep, split = what.partition(":")
+    if sep:  # a stage of a split (``train@1``) reads as its split
+        what = f"{kind}:{split.split('@', 1)[0]}"
     if what.endswith(":sealed"):
         return False
     spec = SLOT_TABLE.get(slot or "")
@@ -114,6 +124,11 @@ class MergePlan(Result):
     prefer: Literal["first", "second"] = "first"
     files: dict[str, Literal["first", "second"]] = {}
     reason: str = ""
+    #: the common ancestor to merge against (None: the nearest one); GEPA chooses it
+    base: str | None = None
+    #: ``line``: a file changed on both sides is merged line by line (conflicts by side);
+    #: ``file``: it is taken whole from its side (GEPA's components are whole files)
+    granularity: Literal["line", "file"] = "line"
 
 
 class Rollout(Result):
@@ -186,6 +201,10 @@ class CandidateView:
     parents: tuple[str, ...] = ()
     #: the digest of the analysis its mutation was made from (``run.artifact`` reads it)
     analysis: str | None = None
+    #: the evaluation stage a staged evaluation stopped it at (``train@1``): rejected there,
+    #: or admitted with that stage's score (``on_fail: archive``, DGM); its score is
+    #: ``run.score(id, stopped_at)``
+    stopped_at: str | None = None
 
 
 class RunView(Protocol):
@@ -205,7 +224,8 @@ class RunView(Protocol):
         ...
 
     def score(self, cid: str, split: str) -> float | None:
-        """Verified aggregate score on ``train`` or ``gate``; sealed raises."""
+        """Verified aggregate score on ``train`` or ``gate`` (or a stage of one, e.g.
+        ``train@1``); sealed raises."""
         ...
 
     def rewards(self, cid: str, split: str = "train") -> dict[str, float] | None:
@@ -255,6 +275,8 @@ class RolloutContext(Context):
     #: runs the parent on train tasks (all, or the given ids); uncertified, for operators
     run_train: Callable[[list[str] | None], list[dict[str, Any]]]
     train_tasks: list[str]
+    #: each train task's instruction (what its agent is told), by task id
+    instructions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -291,6 +313,11 @@ class ValidateContext(Context):
     #: rollout's ``run_train`` does for the parent; None where the framework offers none
     run_train: Callable[[list[str]], list[dict[str, Any]]] | None = None
     train_tasks: list[str] = field(default_factory=list)
+    #: the rollout the mutation was made from (None for a merge): GEPA accepts a child on
+    #: exactly the tasks its reflection saw, against the parent's rewards there
+    rollout: Rollout | None = None
+    #: a merge's second parent (None for a mutation)
+    merged_with: CandidateView | None = None
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,7 @@ class TasksRun(EventData):
     id: str
     purpose: str  # minibatch | rollout
     tasks: int
+    task_ids: list[str] = Field(default_factory=list)  # which ones (GEPA: the same for both)
 
 
 class AnalysisDone(EventData):
@@ -283,10 +284,15 @@ class ModelsChecked(EventData):
 
 
 class CandidateGated(EventData):
+    """The gate's decision; or, with ``stopped``, a child a staged evaluation archived at
+    the stage it stopped at (``on_fail: archive``, DGM): admitted with that stage's score,
+    its details (``stopped_at``, ``score``, ``min_score``) as the stop would give them."""
+
     type = "candidate_gated"
     id: str
     admit: bool
     reason: str = ""
+    stopped: dict[str, Any] | None = None
 
 
 class CandidateRecorded(EventData):

@@ -83,8 +83,8 @@ class Candidate:
     @property
     def stopped_at(self) -> str | None:
         """The evaluation stage a staged evaluation stopped it at (None: it did not stop)."""
-        details = (self.rejected or {}).get("details") or {}
-        return details.get("stopped_at")
+        details = (self.rejected or {}).get("details") or (self.decision or {}).get("stopped")
+        return (details or {}).get("stopped_at")
 
     @property
     def is_seed(self) -> bool:
@@ -449,6 +449,8 @@ class RunState:
         c = self.candidates[d.id]
         was = c.state == "admitted"
         c.decision = {"admit": d.admit, "reason": d.reason}
+        if d.stopped is not None:  # archived at the stage it stopped at
+            c.decision["stopped"] = d.stopped
         if c.state == "admitted" and not was:
             self._index_admitted(c)
 

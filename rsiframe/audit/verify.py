@@ -454,13 +454,37 @@ def _commit_problems(paths: RunPaths, st: RunState) -> list[str]:
     return _with_repo(paths, check)
 
 
+def _needed(c: Any) -> tuple[str, ...]:
+    """The splits an admitted candidate must have records for: all of them, or those up
+    to the stage a staged evaluation archived it at (``on_fail: archive``)."""
+    names, stop = c.required_splits, c.stopped_at
+    return names[: names.index(stop) + 1] if stop in names else names
+
+
+def _archived_problems(c: Any) -> list[str]:
+    """An archived stop must be what its stage's certified record says: below min_score."""
+    stopped = (c.decision or {}).get("stopped")
+    if not stopped:
+        return []
+    rec = c.record(str(stopped.get("stopped_at")))
+    score, floor = stopped.get("score"), stopped.get("min_score")
+    if (
+        rec is None
+        or rec.predicate.score != score
+        or not (isinstance(floor, int | float) and score < floor)
+    ):
+        return [f"{c.id}: archived at {stopped.get('stopped_at')} without a record below its floor"]
+    return []
+
+
 def _admitted_problems(st: RunState) -> list[str]:
     problems = []
     for c in st.candidates.values():
         if c.state == "admitted":
-            missing = [s for s in c.required_splits if c.record(s) is None]
+            missing = [s for s in _needed(c) if c.record(s) is None]
             if missing:
                 problems.append(f"{c.id}: admitted without a verified {'/'.join(missing)} record")
+            problems += _archived_problems(c)
         if c.parent is not None and c.commit is not None:
             for pid in c.parents:  # a merge's two parents were both admitted
                 parent = st.candidates.get(pid)

@@ -59,6 +59,7 @@ class Stage:
     split: str
     task_ids: tuple[str, ...]
     min_score: float | None
+    on_fail: str = "reject"  # or "archive": admitted with this stage's score (DGM)
 
 
 def base_split(name: str) -> str:
@@ -75,7 +76,9 @@ class Stages:
     stage without ``tasks`` is the split itself. Splits the cascade does not name
     (train, gate) follow it. A certified stage scoring below its ``min_score`` stops the
     child there: it never pays for the later stages (DGM's ``DGM_outer.py``, OpenEvolve's
-    cascade evaluation).
+    cascade evaluation). With ``on_fail: archive`` the stopped child is not rejected but
+    admitted with that stage's score, as DGM keeps every compiled child in its archive
+    with the score of what it was evaluated on (a low weight, still a stepping stone).
     """
 
     def __init__(
@@ -90,7 +93,7 @@ class Stages:
                 random.Random(f"{random_seed}:stage{i}").shuffle(ids)
                 ids, name = sorted(ids[: spec.tasks]), f"{spec.split}@{i}"
             if all(s.name != name for s in stages):
-                stages.append(Stage(name, spec.split, tuple(ids), spec.min_score))
+                stages.append(Stage(name, spec.split, tuple(ids), spec.min_score, spec.on_fail))
         if stages:
             for rest in CHILD_SPLITS:
                 if all(s.name != rest for s in stages):
@@ -115,8 +118,9 @@ class Stages:
         stage = self.stages.get(name)
         return list(stage.task_ids) if stage is not None else list(self.split[name])
 
-    def stopped(self, c: Candidate) -> E.CandidateRejected | None:
-        """The event that stops ``c`` at a stage it failed (None: it goes on)."""
+    def stopped(self, c: Candidate) -> E.CandidateRejected | E.CandidateGated | None:
+        """The event that stops ``c`` at a stage it failed (None: it goes on): rejected
+        there, or archived with the stage's score (``on_fail: archive``)."""
         names = c.required_splits
         for k, name in enumerate(names, 1):
             rec, stage = c.record(name), self.stages.get(name)
@@ -125,23 +129,28 @@ class Stages:
             score = rec.predicate.score
             if stage is None or stage.min_score is None or score >= stage.min_score:
                 continue
+            why = (
+                f"stopped at stage {k}/{len(names)} ({name}, {len(stage.task_ids)} tasks): "
+                f"score {score:.3f} < min_score {stage.min_score:g}"
+            )
+            details = {
+                "stopped_at": name,
+                "stage": k,
+                "stages": len(names),
+                "score": score,
+                "min_score": stage.min_score,
+                "tasks": len(stage.task_ids),
+            }
+            if stage.on_fail == "archive":
+                reason = f"archived with its stage score: {why}"
+                return E.CandidateGated(id=c.id, admit=True, reason=reason, stopped=details)
             return E.CandidateRejected(
                 id=c.id,
                 stage="evaluate",
-                reasons=[
-                    f"stopped at stage {k}/{len(names)} ({name}, {len(stage.task_ids)} tasks): "
-                    f"score {score:.3f} < min_score {stage.min_score:g}"
-                ],
+                reasons=[why],
                 commit=c.commit,
                 description=c.description,
-                details={
-                    "stopped_at": name,
-                    "stage": k,
-                    "stages": len(names),
-                    "score": score,
-                    "min_score": stage.min_score,
-                    "tasks": len(stage.task_ids),
-                },
+                details=details,
             )
         return None
 
@@ -300,9 +309,14 @@ class TaskRunner:
             return None
         return dict(revoke(*opened)["models"]) if opened else {}
 
+    def instructions(self, task_ids: list[str]) -> dict[str, str]:
+        """Each task's instruction (train tasks: what operators may show a model)."""
+        return {t: self.taskset.tasks[t].instruction for t in task_ids if t in self.taskset.tasks}
+
     @staticmethod
     def rows(out: EvaluationOutput) -> list[dict[str, Any]]:
-        """Uncertified task runs as operators see them (reward, error, trajectory, tails)."""
+        """Uncertified task runs as operators see them (reward, error, trajectory, tails,
+        and what the verifier said)."""
         tails = ("stdout_tail", "stderr_tail")
         return [
             {
@@ -311,9 +325,16 @@ class TaskRunner:
                 "error": r.error,
                 "trajectory": r.trajectory_digest,
                 **{k: r.trajectory.get("agent", {}).get(k, "") for k in tails},
+                "verifier_tail": _verifier_tail(r.trajectory),
+                "app_changed": (r.trajectory.get("app") or {}).get("changed"),
             }
             for r in sorted(out.runs.values(), key=lambda r: r.task_id)
         ]
+
+
+def _verifier_tail(trajectory: dict[str, Any]) -> str:
+    verifier = trajectory.get("verifier") or {}
+    return (verifier.get("stdout_tail", "") + "\n" + verifier.get("stderr_tail", "")).strip()
 
 
 def evaluate(job: Job, tasks: TaskRunner) -> FinishedEvaluation | list[E.EventData]:

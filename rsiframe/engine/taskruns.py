@@ -83,7 +83,7 @@ class TaskRunMeter:
         if why is not None:
             self.refused[cid] = why
             raise TaskRunsRefused(why)
-        self._charge(E.TasksRun(id=cid, purpose=purpose, tasks=n))
+        self._charge(E.TasksRun(id=cid, purpose=purpose, tasks=n, task_ids=list(task_ids)))
         return self.tasks.rows(self.tasks.run(cid, purpose, where, task_ids))
 
     def _charge(self, event: E.EventData) -> None:

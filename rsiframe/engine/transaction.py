@@ -29,12 +29,14 @@ from typing import Any
 
 from rsiframe.api import (
     AnalyzeContext,
+    CandidateView,
     Check,
     MergeContext,
     MergePlan,
     MutateContext,
     Mutation,
     NoveltyContext,
+    ProposalSkipped,
     Rollout,
     RolloutContext,
     SelectContext,
@@ -189,11 +191,26 @@ class Transaction:
             raise RunFailure(
                 f"merge operator chose {plan.partner!r}, which is not a second admitted candidate"
             )
-        dag = {c.id: c.parents for c in state.candidates.values()}
-        base = state.candidates[merge_base(dag, parent.id, second.id) or ""]
+        base = self._merge_base(state, plan, parent, second)
         self._merges[cid] = (plan, second, base)
         reason = f"merge of {parent.id} and {second.id} (base {base.id}): {plan.reason}"
         return proposed.model_copy(update={"parents": [parent.id, second.id], "reason": reason})
+
+    @staticmethod
+    def _merge_base(
+        state: RunState, plan: MergePlan, parent: Candidate, second: Candidate
+    ) -> Candidate:
+        """The plan's common ancestor (checked to be one), else the nearest."""
+        dag = {c.id: c.parents for c in state.candidates.values()}
+        if plan.base is None:
+            return state.candidates[merge_base(dag, parent.id, second.id) or ""]
+        common = _ancestors(dag, parent.id) & _ancestors(dag, second.id)
+        if plan.base not in common or state.candidates[plan.base].commit is None:
+            raise RunFailure(
+                f"merge operator chose base {plan.base!r}, which is not a common ancestor "
+                f"of {parent.id} and {second.id}"
+            )
+        return state.candidates[plan.base]
 
     # -- the rest -------------------------------------------------------------------
 
@@ -215,10 +232,16 @@ class Transaction:
         return outcome
 
     def _failed(self, cid: str, exc: OperatorFailed) -> Outcome:
+        """An operator's failure rejects the child with its traceback; a skipped proposal
+        (the operator's method declined it) with its reason only; one whose last model call
+        failed for infrastructure reasons (by the gateway's record) abandons it."""
         outage = self.outage_of(cid, exc.slot)
         if outage is not None:  # the model's fault, by the gateway's record: not the method's
             reason = f"model outage in {exc.slot}: {outage}"
             return E.CandidateAbandoned(id=cid, reason=reason, cause="model_outage")
+        if isinstance(exc.__cause__, ProposalSkipped):
+            why = f"{exc.slot} skipped the proposal: {exc.__cause__}"
+            return E.CandidateRejected(id=cid, stage=exc.slot, reasons=[why])
         digest = self.put(exc.trace.encode())
         return E.CandidateRejected(id=cid, stage=exc.slot, reasons=[str(exc)], traceback=digest)
 
@@ -254,7 +277,7 @@ class Transaction:
         # mutation.usage (the operator's own report) stays in the mutation artifact only:
         # the gateway meters every model call (model_call events)
         mutation: Mutation = calls.call(cid, "mutate", lambda: mop.mutate(mctx))
-        return self._commit(cid, parent, generation, workdir, mutation)
+        return self._commit(cid, parent, generation, workdir, mutation, rollout=rollout)
 
     def _merge(
         self,
@@ -288,6 +311,7 @@ class Transaction:
         workdir: Path,
         mutation: Mutation,
         second: Candidate | None = None,
+        rollout: Rollout | None = None,
     ) -> Outcome:
         """Guardrail, the duplicate rule, validate, novelty and the commit (a merge commit
         with ``second``)."""
@@ -315,17 +339,7 @@ class Transaction:
         reject = _Rejector(self.repo, cid, parent, mutation, tree)  # a rejection holds it
         validated: Check | None = None
         if (vop := calls.op("validate")) is not None:
-            vctx = ValidateContext(
-                view,
-                calls.rng(cid, "validate"),
-                generation,
-                cid,
-                pview,
-                workdir,
-                changes,
-                self._work_runner(cid, workdir),
-                list(self.task_lock.split["train"]),
-            )
+            vctx = self._validate_context(cid, generation, pview, workdir, changes, rollout, second)
             check = validated = calls.call(cid, "validate", lambda: vop.validate(vctx))
             if not check.ok:
                 return reject(
@@ -373,6 +387,32 @@ class Transaction:
         moved = guardrail_check(parent_tree, again, self.surface).violations
         return again, [v.as_dict() for v in moved]
 
+    def _validate_context(
+        self,
+        cid: str,
+        generation: int,
+        pview: CandidateView,
+        workdir: Path,
+        changes: list[dict[str, Any]],
+        rollout: Rollout | None,
+        second: Candidate | None,
+    ) -> ValidateContext:
+        """What validate sees: the child's changes, a runner for its work tree, and (GEPA)
+        the rollout its mutation was made from or a merge's second parent."""
+        return ValidateContext(
+            self.calls.view,
+            self.calls.rng(cid, "validate"),
+            generation,
+            cid,
+            pview,
+            workdir,
+            changes,
+            self._work_runner(cid, workdir),
+            list(self.task_lock.split["train"]),
+            rollout,
+            as_view(second) if second is not None else None,
+        )
+
     def _work_runner(self, cid: str, workdir: Path) -> Callable[[list[str]], list[dict[str, Any]]]:
         """Validate's ``run_train``: the work tree, sandboxed and uncertified, on train ids."""
         train = self.task_lock.split["train"]
@@ -405,6 +445,7 @@ class Transaction:
             as_view(parent),
             run_train,
             list(train),
+            self.tasks.instructions(train),
         )
         op = self.calls.op("rollout")
         rollout: Rollout = self.calls.call(cid, "rollout", lambda: op.rollout(ctx))
@@ -458,6 +499,17 @@ def _sandboxes(mutation: Mutation, check: Check | None) -> dict[str, Any]:
     """How the mutate (and validate) operators were confined, for the candidate's event."""
     used = {"mutate": mutation.sandbox, "validate": check.sandbox if check else None}
     return {slot: u.model_dump(mode="json") for slot, u in used.items() if u is not None}
+
+
+def _ancestors(dag: dict[str, list[str]], cid: str) -> set[str]:
+    """``cid`` and every ancestor of it in the candidate DAG."""
+    seen, todo = set(), [cid]
+    while todo:
+        c = todo.pop()
+        if c not in seen:
+            seen.add(c)
+            todo.extend(dag.get(c, ()))
+    return seen
 
 
 def _change_dict(ch: Any) -> dict[str, Any]:

@@ -75,6 +75,11 @@ class StageSpec(_Strict):
     split: Literal["train", "gate"] = Field(description="the split whose tasks it runs")
     tasks: int | None = Field(None, ge=1, description="a fixed subset of this many tasks")
     min_score: float | None = Field(None, description="below this, the child stops here")
+    on_fail: Literal["reject", "archive"] = Field(
+        "reject",
+        description="a child stopped here: rejected, or archived (admitted) with this "
+        "stage's score, a stepping stone with a low weight (DGM)",
+    )
 
 
 class EvaluatorSpec(_Strict):

@@ -1,15 +1,15 @@
 """Merge (framework-owned): a 3-way merge of two candidates' trees, restricted to the surface.
 
-The ``merge`` slot's operator only plans (which second parent, which side wins a
-conflict); the merge itself is done here, like git's: against the two candidates'
-merge base in the candidate DAG, file by file. A surface file changed on one side
-only takes that side; a text file changed on both sides is merged line by line with
-``git merge-file``, and its conflicting hunks take the side the plan names (``--ours`` or
-``--theirs``); a file that cannot be merged as text takes that side whole. Paths outside
+The ``merge`` slot's operator only plans (which second parent, against which common
+ancestor, which side wins a conflict); the merge itself is done here, like git's: against
+the plan's base (by default the two candidates' nearest common ancestor in the candidate
+DAG), file by file. A surface file changed on one side only takes that side; a text file
+changed on both sides is merged line by line with ``git merge-file``, and its conflicting
+hunks take the side the plan names (``--ours`` or ``--theirs``); a file that cannot be
+merged as text takes that side whole, as does every file changed on both sides when the
+plan's ``granularity`` is ``file`` (GEPA's merge takes components whole). Paths outside
 the surface always keep the first parent's version, so the guardrail (which compares
-with the first parent) sees only surface changes. GEPA's ``merge`` proposer
-(gepa-ai/gepa) combines two Pareto-front candidates that descend from a common
-ancestor in the same way, component by component.
+with the first parent) sees only surface changes.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def three_way(
             _write(repo, second, workdir, path, b)
             out.from_second.append(path)
             continue
-        merged = _merge_text(repo, base, first, second, path, o, a, b, None)
+        whole = plan.granularity == "file"  # GEPA: a component is taken whole from a side
+        merged = None if whole else _merge_text(repo, base, first, second, path, o, a, b, None)
         if merged is not None:
             assert a is not None
             _put(workdir / path, merged, a.mode)
@@ -98,7 +99,7 @@ def three_way(
             continue
         side = next((s for g, s in plan.files.items() if glob_matches(g, path)), plan.prefer)
         out.conflicts[path] = side
-        merged = _merge_text(repo, base, first, second, path, o, a, b, side)
+        merged = None if whole else _merge_text(repo, base, first, second, path, o, a, b, side)
         if merged is not None:
             assert a is not None
             _put(workdir / path, merged, a.mode)

@@ -59,6 +59,7 @@ class CandidateInfo(_Model):
     placement: dict[str, Any] = Field(default_factory=dict)
     parents: list[str] = Field(default_factory=list)  # a merge: two
     analysis: str | None = None  # the digest of the analysis its mutation was made from
+    stopped_at: str | None = None  # the evaluation stage that archived it, if one did
     scores: dict[str, float | None] = Field(default_factory=dict)
 
     def view(self) -> CandidateView:
@@ -73,6 +74,7 @@ class CandidateInfo(_Model):
             dict(self.placement),
             tuple(self.parents),
             self.analysis,
+            self.stopped_at,
         )
 
 

@@ -47,6 +47,7 @@ def as_view(c: Candidate) -> CandidateView:
         placement=c.placement,
         parents=tuple(c.parents),
         analysis=c.analysis,
+        stopped_at=c.stopped_at,
     )
 
 
@@ -272,7 +273,7 @@ class StateView:
             key = (st.records, len(st.candidates), len(st.reflected))
             reflected = [d for g, d in st.reflected.items() if before is None or g < before]
             seen = [c for c in st.candidates.values() if self._seen(c)]
-            evidence = [(c.rollout, c.analysis, c.record("train")) for c in seen]
+            evidence = [(c.rollout, c.analysis, rec) for c in seen for rec in _train_records(c)]
             cached = self._visible.get(before)
         if cached is not None and cached[0] == key:
             # a new rollout or analysis does not change the counts: those are checked directly
@@ -292,6 +293,12 @@ class StateView:
                 out.update(v for v in traj.get("artifacts", {}).values() if isinstance(v, str))
         self._visible[before] = (key, out)
         return out
+
+
+def _train_records(c: Candidate) -> list[Any]:
+    """A candidate's certified train records: the train split and its stages (``train@1``)."""
+    names = [s for s in c.attempts if s == "train" or s.startswith("train@")]
+    return [rec for s in names if (rec := c.record(s)) is not None] or [None]
 
 
 class _Ranked(Sequence[tuple[float, CandidateView]]):

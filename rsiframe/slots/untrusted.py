@@ -20,8 +20,13 @@ Only ``analyze``, ``mutate``, ``validate`` and ``novelty`` take candidate code:
 candidate never decides its own ``gate`` or writes its own ``record``.
 
 The slot's config holds the sandbox options, ``timeout_s``,
-``max_result_bytes`` and ``config``, the operator's own config (validated
-inside the child against its ``Config``).
+``max_result_bytes``, ``config``, the operator's own config (validated
+inside the child against its ``Config``), and ``model``: a model of the recipe's
+``models:`` the operator may call. It gets the run's gateway the way a coding agent does
+(a forwarder in the sandbox at ``$OPENAI_BASE_URL``, ``$OPENAI_API_KEY`` a token of its
+own, ``$RSI_MODEL`` the model's name): the token is bound to that one model and every call
+is metered to the candidate and the slot, like a built-in operator's. So the candidate's
+own agent can be its mutator (DGM, HyperAgents) and pay for its model calls in the budget.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, ValidationError
 
-from rsiframe import api, surface
+from rsiframe import api, llm, surface
 from rsiframe.api import READS, SLOT_BASES, SLOT_TABLE, Operator, Result, SandboxUse, may_read
 from rsiframe.errors import OperatorNotFound
 from rsiframe.sandbox.bwrap import Mount, SandboxOptions, make_sandbox
@@ -62,6 +67,11 @@ class UntrustedConfig(SandboxOptions):
     )
     config: dict[str, Any] = Field(
         default_factory=dict, description="the operator's own config, checked in the child"
+    )
+    model: str | None = Field(
+        None,
+        description="a model of the recipe's models: the operator may call through the "
+        "run's gateway ($OPENAI_BASE_URL), metered to its candidate and slot",
     )
 
 
@@ -133,14 +143,11 @@ class UntrustedOperator(Operator):
             (t / "in" / "request.json").write_text(req.model_dump_json())
             env = cfg.host_env()
             env["PYTHONPATH"] = ":".join([sb.view(m_lib), *_site_packages()])
+            runner = f"{sb.view(m_in)}/request.json"
+            argv = [sys.executable, "-S", "-m", "rsiframe.slots.oprunner", runner]
+            argv = self._with_model(sb, argv, mounts, env)
             res = sb.run(
-                [
-                    sys.executable,
-                    "-S",
-                    "-m",
-                    "rsiframe.slots.oprunner",
-                    f"{sb.view(m_in)}/request.json",
-                ],
+                argv,
                 mounts=mounts,
                 cwd=cwd,
                 env=env,
@@ -152,6 +159,21 @@ class UntrustedOperator(Operator):
             )
         use = SandboxUse(**cfg.use_fields(sb.isolation, cfg.timeout_s))
         return self._accept(ctx, res, use)
+
+    def _with_model(
+        self, sb: Any, argv: list[str], mounts: list[Mount], env: dict[str, str]
+    ) -> list[str]:
+        """With ``model``: ``argv`` behind the gateway's in-sandbox forwarder, its mounts
+        and environment added; the endpoint is the operator call's own (bound to the model,
+        metered to the candidate and slot, revoked when the call ends)."""
+        model = self.config.model
+        if model is None:
+            return argv
+        endpoint = llm.sandbox_endpoints()(f"candidate:{self.ref.path}", model=model)
+        wrapped, extra, model_env = endpoint.harness(sb, argv)
+        mounts.extend(extra)
+        env.update(model_env)
+        return list(wrapped)
 
     def _accept(self, ctx: Any, res: Any, use: SandboxUse) -> Result:
         where = f"{self.ref} [{use.isolation}]"

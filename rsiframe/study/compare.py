@@ -53,6 +53,23 @@ METHOD_EXCLUDES = ("name", "description", "random_seed")
 PER_WORKER = 4
 
 
+def mutator_of(resolved: dict[str, Any]) -> str:
+    """What made a method's children: the mutate operator, a wrapped one, its profile or
+    order, and its model (the recipe's name and the upstream model), e.g.
+    ``gepa_reflect (proposer: gpt-5-mini)`` or ``knobs (round_robin)``; so a table never puts
+    a random knob mutator beside a model-driven one unnoticed."""
+    spec = (resolved.get("slots") or {}).get("mutate") or {}
+    op, cfg = str(spec.get("operator", "?")), spec.get("config") or {}
+    if op == "round_robin":  # GEPA's component selector around another mutator
+        op, cfg = f"round_robin {cfg.get('operator', '?')}", cfg.get("config") or {}
+    extra = [str(cfg[k]) for k in ("profile", "order") if isinstance(cfg.get(k), str)]
+    model = cfg.get("model")
+    if isinstance(model, str):
+        upstream = ((resolved.get("models") or {}).get(model) or {}).get("model")
+        extra.append(f"{model}: {upstream}" if upstream else model)
+    return f"{op} ({', '.join(extra)})" if extra else op
+
+
 def method_digest(resolved: dict[str, Any]) -> str:
     """The digest of a resolved recipe without the keys a repeat run may change."""
     return sha256_json({k: v for k, v in resolved.items() if k not in METHOD_EXCLUDES})
@@ -96,6 +113,7 @@ class RunData:
     model_cached: int = 0  # of them, answered from its ledger at no cost
     curve: list[CurvePoint] = field(default_factory=list)
     unfinished: str = ""  # why the run did not finish ("": it did)
+    mutator: str = ""  # what made its children (:func:`mutator_of`)
 
 
 @dataclass
@@ -109,6 +127,11 @@ class Method:
 
     def usage(self, attr: str) -> float:
         return mean([float(getattr(r, attr)) for r in self.runs])
+
+    @property
+    def mutator(self) -> str:
+        """The mutate operator (and its model) of its runs (one method digest: one)."""
+        return " | ".join(dict.fromkeys(r.mutator for r in self.runs)) or "?"
 
     def unfinished(self) -> list[RunData]:
         return [r for r in self.runs if r.unfinished]
@@ -293,6 +316,7 @@ def read_run(path: Path) -> RunData:
         unfinished=why_unfinished(
             loaded.run_state(), st.terminal, champ is not None, rewards(seed), rewards(champ)
         ),
+        mutator=mutator_of(resolved),
     )
 
 

@@ -114,6 +114,7 @@ def render_html(report: Comparison) -> str:
     methods = [
         [
             method_label(m),
+            m.mutator,
             str(len(m.runs)),
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",
@@ -165,7 +166,7 @@ def render_html(report: Comparison) -> str:
         forced,
         _table(
             [
-                *("method", "runs", *SPLITS, "evals", "task runs"),
+                *("method", "mutate", "runs", *SPLITS, "evals", "task runs"),
                 *("model calls", "tokens", "cost", "wall"),
             ],
             methods,

@@ -64,6 +64,7 @@ class MethodOut(_Out):
     method_digest: str
     runs: list[str]
     names: list[str]  # every run name in the method (its display name first)
+    mutator: str  # what made its children: mutate operator (and model), e.g. "knobs"
     unfinished_runs: list[str]  # taken in with --include-unfinished
     train: ScoreOut
     gate: ScoreOut
@@ -135,6 +136,7 @@ def _method_out(m: Method) -> MethodOut:
         method_digest=m.digest,
         runs=[r.run_id for r in m.runs],
         names=m.names,
+        mutator=m.mutator,
         unfinished_runs=[r.run_id for r in m.unfinished()],
         **{s: _score_out(m.scores[s], m.tasks[s]) for s in SPLITS},
         evaluations=m.usage("evaluations"),

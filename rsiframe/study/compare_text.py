@@ -130,7 +130,7 @@ def methods_table(report: Comparison) -> Table:
         title=f"compare: {len(report.methods)} methods, {n_runs} runs, every run verified{left}",
         title_justify="left",
     )
-    for col in ("method", "runs", *SPLITS):
+    for col in ("method", "mutate", "runs", *SPLITS):
         table.add_column(col, overflow="fold")
     for col in ("evals", "task runs", "model calls", "tokens", "cost", "wall"):
         table.add_column(col, justify="right")
@@ -143,6 +143,7 @@ def methods_table(report: Comparison) -> Table:
             name.append(f" (! {len(m.unfinished())} unfinished)", style="bold red")
         table.add_row(
             name,
+            m.mutator,
             str(len(m.runs)),
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",

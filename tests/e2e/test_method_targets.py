@@ -45,7 +45,7 @@ def test_readme_runs_a_published_method_on_your_task_set(
     # GEPA's minibatch of 8 is not smaller than this 4-task train split: warned at start
     assert "rsiframe: warning: slots.validate (minibatch): the minibatch of 8" in gepa_run.stderr
     runs = mini.root / "runs"
-    warned = status_json(runs / "gepa")["warnings"]
+    warned = status_json(runs / "gepa-policy")["warnings"]
     assert warned and "not smaller than the train split (4 tasks)" in warned[0]
     assert status_json(runs / "baseline")["warnings"] == []
     # compare takes the method beside the baseline: the same evaluator and task set
@@ -53,13 +53,17 @@ def test_readme_runs_a_published_method_on_your_task_set(
     assert res.exit_code == 0, res.stderr
     report = json.loads(res.stdout)
     assert report["refused"] == [] and report["unfinished"] == []
-    assert sorted(m["name"] for m in report["methods"]) == ["gepa", "my-target"]
+    assert sorted(m["name"] for m in report["methods"]) == ["gepa-policy", "my-target"]
     locks = [
-        json.loads((runs / r / "evaluator.lock.json").read_text()) for r in ("baseline", "gepa")
+        json.loads((runs / r / "evaluator.lock.json").read_text())
+        for r in ("baseline", "gepa-policy")
     ]
     assert locks[0]["fingerprint"] == locks[1]["fingerprint"]
     # the README's one-line recipe is the same method as --method
     one_line = section.split("```yaml", 1)[1].split("```", 1)[0]
     assert one_line.strip().startswith("extends: [my-target.yaml,")
     (mini.root / "one-line.yaml").write_text(one_line.replace("path/to/rsiframe", str(REPO)))
-    assert show("one-line.yaml")["digest"] == show("my-target.yaml", "--method", "gepa")["digest"]
+    assert (
+        show("one-line.yaml")["digest"]
+        == show("my-target.yaml", "--method", "gepa-policy")["digest"]
+    )

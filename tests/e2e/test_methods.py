@@ -10,7 +10,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("method", ["hill_climb", "dgm", "gepa", "islands"])
+@pytest.mark.parametrize("method", ["hill_climb", "dgm-policy", "gepa-policy", "islands-policy"])
 def test_offline_method_recipes_run_end_to_end_on_sat3(tmp_path: Path, method: str) -> None:
     from tests.support.cli import cli, status_json
     from tests.support.paths import REPO
@@ -41,7 +41,7 @@ def test_hyperagents_recipe_evolves_its_own_candidate_carried_mutator(tmp_path: 
     out = tmp_path / "hyperagents"
     res = cli(
         "run",
-        REPO / "recipes" / "sat3" / "hyperagents.yaml",
+        REPO / "recipes" / "sat3" / "hyperagents-policy.yaml",
         "--out",
         out,
         "--quiet",

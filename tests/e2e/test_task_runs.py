@@ -1,4 +1,4 @@
-"""The gepa recipe stops at its task-run budget on sat3 (e2e)."""
+"""The gepa-policy recipe stops at its task-run budget on sat3 (e2e)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def test_the_gepa_recipe_stops_at_its_task_run_budget_on_sat3(tmp_path: Path) ->
 
     out, limit = tmp_path / "gepa", 200
     res = cli(
-        "run", REPO / "recipes" / "sat3" / "gepa.yaml", "--out", out, "--quiet",
+        "run", REPO / "recipes" / "sat3" / "gepa-policy.yaml", "--out", out, "--quiet",
         "--set", f"budget.max_task_runs={limit}", "--set", "budget.max_evaluations=null",
         "--set", "budget.max_generations=100", "--set", "budget.max_candidates=null",
     )  # fmt: skip

@@ -14,6 +14,8 @@ from rsiframe.engine.certify import FinishedEvaluation
 from rsiframe.engine.evaluation import Job, Stages, TaskRunner, evaluate
 from rsiframe.errors import ClusterLost
 from rsiframe.recipe.schema import StageSpec
+from tests.support.cli import cli, events, status_json
+from tests.support.mini import make_mini
 from tests.support.runlog import SignedRun
 
 # -- staged evaluation ------------------------------------------------------------------
@@ -113,4 +115,39 @@ def test_operators_see_uncertified_runs_as_plain_rows(
         ("t1", 1.0, None),
         ("t2", 1.0, None),
     ]
-    assert set(rows[0]) == {"task", "reward", "error", "trajectory", "stdout_tail", "stderr_tail"}
+    # the verifier's output and what the agent changed: GEPA's feedback, DGM's empty patches
+    assert set(rows[0]) == {
+        "task",
+        "reward",
+        "error",
+        "trajectory",
+        "stdout_tail",
+        "stderr_tail",
+        "verifier_tail",
+        "app_changed",
+    }
+
+
+def test_children_stopped_at_a_stage_are_archived_in_a_real_run(tmp_path: Path) -> None:
+    # every child must solve both fixed stage-1 tasks; the ones that do not are archived
+    mini = make_mini(tmp_path / "proj", generations=2, children=3)
+    out = mini.run_dir()
+    sets = [
+        "slots.select={operator: score_child_prop, config: {split: train, children: archived}}",
+        "slots.gate={operator: keep_all}",
+        "evaluator.stages=[{split: train, tasks: 2, min_score: 1.0, on_fail: archive}]",
+    ]
+    res = cli("run", mini.recipe, "--out", out, "--quiet", *[a for s in sets for a in ("--set", s)])
+    assert res.exit_code == 0, res.stderr
+    status = status_json(out)
+    children = [c for c in status["candidates"] if c["parent"]]
+    stopped = [c for c in children if c["stopped_at"]]
+    assert stopped, [c["scores"] for c in children]
+    for c in stopped:  # admitted with the stage's score, no train or gate record
+        assert c["state"] == "admitted" and c["stopped_at"] == "train@1"
+        assert c["scores"]["train"] is None and c["scores"]["gate"] is None
+    gated = {e["data"]["id"]: e["data"] for e in events(out) if e["type"] == "candidate_gated"}
+    assert all(gated[c["id"]]["stopped"]["score"] < 1.0 for c in stopped)
+    assert cli("verify", out).exit_code == 0
+    # a stopped child may be a parent (a stepping stone): the second generation could draw it
+    assert status["state"] == "finished"

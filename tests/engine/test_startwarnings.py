@@ -92,7 +92,7 @@ def test_every_shipped_sat3_method_can_differ_by_seed() -> None:
     from tests.support.paths import REPO
 
     sat3 = REPO / "recipes" / "sat3"
-    for name in ("hill_climb", "gepa", "dgm", "islands"):
+    for name in ("hill_climb", "gepa-policy", "dgm-policy", "islands-policy"):
         r = recipe_mod.load(sat3 / f"{name}.yaml")
         ops = {slot: cls(cfg) for slot, (cls, cfg) in r.operators.items()}
         split = {"train": [f"t{i}" for i in range(24)], "gate": ["g"], "sealed": ["s"]}

@@ -209,7 +209,12 @@ def test_a_run_is_charged_and_durable_before_its_tasks_start(
     rows = meter.run("c0001", "rollout", tmp_path, ["t1", "t5"])
     assert [(r["task"], r["reward"]) for r in rows] == [("t1", 1.0), ("t5", 0.0)]
     assert seen == [("tasks_run", [len(signed_run.events)])]  # appended and synced first
-    assert signed_run.events[-1].data == {"id": "c0001", "purpose": "rollout", "tasks": 2}
+    assert signed_run.events[-1].data == {
+        "id": "c0001",
+        "purpose": "rollout",
+        "tasks": 2,
+        "task_ids": ["t1", "t5"],
+    }
     assert signed_run.state.task_runs == 3 + 2
 
 

@@ -261,7 +261,8 @@ def test_a_rollout_runs_the_parent_and_charges_its_task_runs(rig: Rig) -> None:
     assert isinstance(outcome, E.CandidateMutated)
     assert rig.task_runner.executor.calls == [["t1", "t2"]]
     charged = [e.data for e in rig.run.events if e.type == "tasks_run"]
-    assert charged == [{"id": CHILD, "purpose": "rollout", "tasks": 2}]
+    # which tasks: GEPA accepts on exactly the rollout's (issue 31)
+    assert charged == [{"id": CHILD, "purpose": "rollout", "tasks": 2, "task_ids": ["t1", "t2"]}]
 
 
 def test_a_rollout_beyond_the_task_run_budget_rejects_the_child_at_stage_budget(

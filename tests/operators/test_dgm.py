@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from rsiframe.api import GateContext, SelectContext
+from rsiframe.api import CandidateView, GateContext, SelectContext
 from rsiframe.operators.dgm import (
     KeepAll,
     ScoreChildProp,
@@ -61,3 +61,59 @@ def test_keep_all_admits_every_certified_child() -> None:
     ctx = GateContext(run, random.Random(0), 1, view("c1", "c0"), view("c0"))
     decision = KeepAll(KeepAll.Config()).gate(ctx)
     assert decision.admit and "0.100" in decision.reason
+
+
+# -- DGM's archive: stage scores, archived children (issue 31, the audit's T-D1) ------
+
+
+def cand(cid: str, parent: str | None = None, state: str = "admitted", stop: str | None = None):
+    return CandidateView(cid, parent, 1, state, "c" * 40, cid, stopped_at=stop)
+
+
+class View:
+    lessons = ""
+
+    def __init__(self, cands: list[CandidateView], scores: dict[tuple[str, str], float]) -> None:
+        self._c, self._s = {c.id: c for c in cands}, scores
+
+    def candidates(self) -> list[CandidateView]:
+        return list(self._c.values())
+
+    def admitted(self) -> list[CandidateView]:
+        return [c for c in self._c.values() if c.state == "admitted"]
+
+    def score(self, cid: str, split: str) -> float | None:
+        return self._s.get((cid, split))
+
+
+def sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def test_a_child_stopped_at_stage_one_is_drawn_with_its_stage_score() -> None:
+    # T-D1: c2 was archived at train@1 with 0.1 (no train score); c3 is in flight and c4 was
+    # rejected: DGM counts only archived children
+    cands = [
+        cand("c0"),
+        cand("c1", "c0"),
+        cand("c2", "c0", stop="train@1"),
+        cand("c3", "c1", state="evaluating"),
+        cand("c4", "c1", state="rejected"),
+    ]
+    scores = {("c0", "train"): 0.5, ("c1", "train"): 0.7, ("c2", "train@1"): 0.1}
+    run = View(cands, scores)
+    assert children_counts(run, archived=True) == Counter({"c0": 2})  # type: ignore[arg-type]
+    raw = {
+        "c0": sigmoid(10 * (0.5 - 0.5)) / 3,
+        "c1": sigmoid(10 * (0.7 - 0.5)) / 1,
+        "c2": sigmoid(10 * (0.1 - 0.5)) / 1,
+    }
+    want = {k: v / sum(raw.values()) for k, v in raw.items()}
+    op = ScoreChildProp(ScoreChildPropConfig(split="train", children="archived"))
+    n = 8000
+    picks = Counter(
+        op.select(SelectContext(run, random.Random(s), 1)).parent  # type: ignore[arg-type]
+        for s in range(n)
+    )
+    for cid, p in want.items():
+        assert abs(picks[cid] / n - p) < 0.02, (cid, picks[cid] / n, p)

@@ -22,7 +22,9 @@ EDIT = (
 )
 def test_llm_edit_feeds_a_failed_block_back_then_applies(models: Models, tmp_path: Path) -> None:
     work = work_tree(tmp_path, {"agent.py": "d = n - 1\n", "README.txt": "not in the surface"})
-    op = LlmEdit(LlmEditConfig(model="proposer", notes="be brief"))
+    # the run-wide lessons are shown only when the recipe asks for them (issue 31)
+    shown = {"lessons": True}
+    op = LlmEdit(LlmEditConfig(model="proposer", notes="be brief", context=shown))  # type: ignore[arg-type]
     m = op.mutate(mctx(work))
     assert (work / "agent.py").read_text() == "d = n\n"
     assert m.description == "Divide by the length."

@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 from rsiframe.api import MergeContext, MergePlan
-from rsiframe.operators.merge import ThreeWay, ThreeWayConfig, partners
+from rsiframe.operators.merge import (
+    GepaMerge,
+    GepaMergeConfig,
+    ThreeWay,
+    ThreeWayConfig,
+    merges_due,
+    partners,
+)
 from rsiframe.repo.candidates import CandidateRepo
 from rsiframe.slots.runview import StateView, as_view
+from tests.support.gepaview import View, cand
 from tests.support.runlog import SEED, SignedRun
 
 
@@ -60,3 +69,67 @@ def test_without_a_partner_the_proposal_stays_a_mutation(
     signed_run.child("c0001")
     plan = _plan(signed_run, tmp_path, "c0001")
     assert plan.partner is None and "no admitted candidate outside its lineage" in plan.reason
+
+
+# -- GEPA's merge (issue 31, the audit's T-G4) -------------------------------------------
+
+
+def merge_world(**over: Any) -> View:
+    """c0 the seed; c1 changed prompt.md, c2 changed agent.py (both from c0, both accepted):
+    the front is {c1, c2}, each best on a task of its own."""
+    files = {
+        "c0": {"prompt.md": "p0", "agent.py": "a0"},
+        "c1": {"prompt.md": "p1", "agent.py": "a0"},
+        "c2": {"prompt.md": "p0", "agent.py": "a2"},
+    }
+    train = {
+        "c0": {"t1": 0.0, "t2": 0.0, "t3": 1.0},
+        "c1": {"t1": 1.0, "t2": 0.0, "t3": 1.0},
+        "c2": {"t1": 0.0, "t2": 1.0, "t3": 1.0},
+    }
+    cands = [cand("c0"), cand("c1", "c0"), cand("c2", "c0")]
+    return View(over.get("cands", cands), over.get("train", train), over.get("files", files))
+
+
+def plan(run: View, first: str, seed: int = 0, max_merges: int = 5) -> Any:
+    op = GepaMerge(GepaMergeConfig(components=["prompt.md", "agent.py"], max_merges=max_merges))
+    ctx = MergeContext(run, random.Random(seed), 2, "c9", run.candidate(first))  # type: ignore[arg-type]
+    return op.merge(ctx)
+
+
+def test_merge_pairs_two_front_members_over_an_ancestor_no_better_than_either() -> None:
+    p = plan(merge_world(), "c1")
+    assert (p.partner, p.base, p.granularity) == ("c2", "c0", "file")
+
+
+def test_a_pair_that_changed_only_the_same_component_is_not_merged() -> None:
+    run = merge_world()
+    run._files["c2"] = {"prompt.md": "p2", "agent.py": "a0"}  # both changed prompt.md only
+    assert plan(run, "c1").partner is None
+
+
+def test_no_merge_over_an_ancestor_better_than_a_side() -> None:
+    run = merge_world()
+    run._train["c0"] = {"t1": 1.0, "t2": 1.0, "t3": 1.0}  # the ancestor beats both...
+    run._train["c1"]["t4"] = run._train["c2"]["t5"] = 1.0  # ...which stay on the front
+    assert plan(run, "c1").partner is None
+
+
+def test_merges_are_scheduled_only_after_an_accepted_mutation_and_at_most_max_merges() -> None:
+    world = merge_world()
+    # before any accepted proposal: nothing due
+    assert not merges_due(View([cand("c0")]), 5)[0]
+    # the last proposal was rejected: no merge now, though one is due
+    rejected = [*world.candidates(), cand("c3", "c1", state="rejected")]
+    assert not merges_due(View(rejected), 5)[0]
+    assert plan(merge_world(cands=rejected), "c1").partner is None
+    # right after an accepted mutation: due
+    assert merges_due(world, 5) == (True, "2 merge(s) due")
+    # an accepted merge uses one up; max_merges accepted: none any more
+    merged = [*world.candidates(), cand("c3", "c1", "c2"), cand("c4", "c3")]
+    assert merges_due(View(merged), 5) == (True, "2 merge(s) due")
+    assert merges_due(View(merged), 1) == (False, "1 merges accepted (max_merges 1)")
+    # a pair already merged is not merged again
+    assert plan(merge_world(cands=[*world.candidates(), cand("c5", "c1")]), "c1").partner == "c2"
+    again = [*world.candidates(), cand("c3", "c1", "c2", state="rejected"), cand("c5", "c1")]
+    assert plan(merge_world(cands=again), "c1").partner is None

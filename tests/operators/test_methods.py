@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
+
+from rsiframe.api import GateContext
+from rsiframe.recipe.load import load as load_recipe
+from tests.support.gepaview import View, cand
+from tests.support.paths import REPO
 
 # -- in real runs ------------------------------------------------------------------------
 
@@ -37,3 +43,41 @@ def test_method_operators_drive_a_real_run(tmp_path: Path, sets: list[str]) -> N
     assert len(children) == 4
     if "slots.gate.operator=keep_all" in sets:
         assert all(c["state"] == "admitted" for c in children if c["scores"]["gate"] is not None)
+
+
+# -- the faithful methods' recipes (issue 31) ---------------------------------------------
+
+
+def test_the_gepa_recipe_admits_a_child_below_its_parent_on_gate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the audit's T-G1: every minibatch-accepted child joins the pool (no improves_parent)
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LLM_API_KEY", "k")
+    r = load_recipe(REPO / "recipes" / "pyfix" / "gepa.yaml")
+    cls, config = r.operators["gate"]
+    run = View([cand("c0"), cand("c1", "c0", state="certified")], gate={"c0": 0.9, "c1": 0.1})
+    ctx = GateContext(run, random.Random(0), 1, cand("c1", "c0"), cand("c0"))  # type: ignore[arg-type]
+    assert cls(config).gate(ctx).admit
+    # one proposal at a time, accepted on the reflection's own minibatch, no lessons
+    assert r.recipe.children_per_generation == 1
+    assert r.data["slots"]["validate"]["config"]["tasks"] == "rollout"
+    assert r.data["slots"]["rollout"]["config"] == {"max_tasks": 3, "reuse_certified": False}
+    assert "reflect" not in r.data["slots"] and "merge" not in r.data["slots"]
+    assert "analyze" not in r.data["slots"]
+
+
+def test_the_dgm_recipe_is_the_parents_own_agent_with_an_archiving_stage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LLM_API_KEY", "k")
+    r = load_recipe(REPO / "recipes" / "pyfix" / "dgm.yaml")
+    slots = r.data["slots"]
+    assert slots["analyze"]["operator"] == "dgm_entry"
+    mutate = slots["mutate"]
+    assert (mutate["operator"], mutate["config"]["profile"]) == ("agent_cli", "command")
+    assert mutate["config"]["command"].startswith("python3 agent.py --self-improve")
+    assert slots["select"]["config"]["children"] == "archived"
+    assert r.data["evaluator"]["stages"][0]["on_fail"] == "archive"
+    assert "reflect" not in slots and "self_improve.md" in r.data["surface"]["include"]

@@ -85,13 +85,13 @@ def test_method_option_and_extends_list_are_one_method(tmp_path: Path) -> None:
     )
     mini.recipe.write_text(text)
     line = mini.root / "gepa-here.yaml"
-    line.write_text(f"extends: [recipe.yaml, {REPO}/recipes/methods/gepa.yaml]\n")
-    by_option = show(mini.recipe, "--method", "gepa")
+    line.write_text(f"extends: [recipe.yaml, {REPO}/recipes/methods/gepa-policy.yaml]\n")
+    by_option = show(mini.recipe, "--method", "gepa-policy")
     by_extends = show(line)
     assert by_option["digest"] == by_extends["digest"]
     r = by_option["recipe"]
     base = show(mini.recipe)["recipe"]
-    gepa = yaml.safe_load((REPO / "recipes" / "methods" / "gepa.yaml").read_text())
+    gepa = yaml.safe_load((REPO / "recipes" / "methods" / "gepa-policy.yaml").read_text())
     # the method's slots replace the target's whole (the target's validate is gone) ...
     assert set(r["slots"]) == set(gepa["slots"])
     assert r["slots"]["validate"]["operator"] == "minibatch"
@@ -99,7 +99,7 @@ def test_method_option_and_extends_list_are_one_method(tmp_path: Path) -> None:
     # ... and the rest is the target's: evaluator, tasks, surface, budget, seed
     for key in ("evaluator", "tasks", "surface", "budget", "seed", "random_seed"):
         assert r[key] == base[key], key
-    assert (r["name"], r["children_per_generation"]) == ("gepa", 2)
+    assert (r["name"], r["children_per_generation"]) == ("gepa-policy", 2)
 
 
 def test_a_method_file_run_alone_names_how_to_run_it() -> None:
@@ -144,6 +144,6 @@ def test_extends_order_and_unknown_methods_are_one_line(tmp_path: Path) -> None:
     assert "recipe.yaml comes after the method gepa.yaml" in res.stderr
     res = cli("recipe", "check", mini.recipe, "--method", "gepaa")
     assert res.exit_code == 2 and res.stderr.count("\n") == 1
-    assert "unknown method 'gepaa' (did you mean gepa?)" in res.stderr
+    assert "unknown method 'gepaa' (did you mean gepa, gepa-policy?)" in res.stderr
     res = cli("recipe", "check", mini.recipe, "--method", mini.recipe)
     assert res.exit_code == 2 and "is a recipe, not a method" in res.stderr

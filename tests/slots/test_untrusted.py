@@ -442,3 +442,77 @@ def test_process_fallback_only_with_auto(tmp_path: Path, monkeypatch: pytest.Mon
     assert m.description == "level 2"
     assert m.sandbox is not None
     assert (m.sandbox.isolation, m.sandbox.requested) == ("process", "auto")
+
+
+# -- a candidate operator that calls a model (issue 31, item 3) ----------------------------
+
+
+MODEL_MUTATOR = """
+import json, os, urllib.request
+import yaml
+from rsiframe.api import MutateOperator, Mutation
+
+class Ask(MutateOperator):
+    def mutate(self, ctx):
+        body = {"model": os.environ["RSI_MODEL"],
+                "messages": [{"role": "user", "content": "which level next?"}]}
+        req = urllib.request.Request(
+            os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                     "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            answer = json.load(r)["choices"][0]["message"]["content"]
+        cfg = yaml.safe_load((ctx.workdir / "config.yaml").read_text())
+        cfg["level"] = int(answer.strip())
+        (ctx.workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+        return Mutation(description=f"level {cfg['level']} (asked)")
+
+class NoModel(MutateOperator):
+    def mutate(self, ctx):
+        seen = sorted(k for k in os.environ if k.startswith("OPENAI_") or k == "RSI_MODEL")
+        cfg = yaml.safe_load((ctx.workdir / "config.yaml").read_text())
+        cfg["level"] += 1
+        (ctx.workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+        return Mutation(description="env " + ",".join(seen) if seen else "no model endpoint")
+"""
+
+MODELS = """\
+models:
+  proposer: {base_url_env: LLM_BASE_URL, api_key_env: LLM_API_KEY, model: stub, retries: 0}
+"""
+
+
+def test_a_candidate_operator_calls_its_slots_model_through_the_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
+
+    stub = StubLLM(Script(answers=[Answer(content="7", repeat=True)]))
+    srv = ServerThread(stub.app).start()
+    monkeypatch.setenv("LLM_BASE_URL", srv.url)
+    monkeypatch.setenv("LLM_API_KEY", "provider-key")
+    try:
+        mini = make_mini(tmp_path / "p", generations=1, children=1, extra=MODELS)
+        (mini.seed / "ops").mkdir()
+        (mini.seed / "ops" / "mutate.py").write_text(MODEL_MUTATOR)
+        out = _run(mini, "candidate:ops/mutate.py:Ask", "{model: proposer}")
+    finally:
+        srv.stop()
+    st = status_json(out)
+    assert [c["description"] for c in st["candidates"][1:]] == ["level 7 (asked)"]
+    calls = [e["data"] for e in events(out) if e["type"] == "model_call"]
+    assert [(c["candidate"], c["slot"], c["model"]) for c in calls] == [
+        ("c0001", "mutate", "proposer")
+    ]
+    # the provider's key never reached the candidate: the stub saw the gateway's own
+    assert len(stub.requests) == 1 and "provider-key" not in json.dumps(stub.requests)
+
+
+def test_a_candidate_operator_without_a_model_gets_no_endpoint(tmp_path: Path) -> None:
+    mini = make_mini(tmp_path / "p", generations=1, children=1)
+    (mini.seed / "ops").mkdir()
+    (mini.seed / "ops" / "mutate.py").write_text(MODEL_MUTATOR)
+    out = _run(mini, "candidate:ops/mutate.py:NoModel")
+    st = status_json(out)
+    assert [c["description"] for c in st["candidates"][1:]] == ["no model endpoint"]

@@ -18,6 +18,7 @@ METHOD_KEYS = {
     "method_digest",
     "runs",
     "names",
+    "mutator",
     "unfinished_runs",
     "train",
     "gate",
@@ -56,6 +57,7 @@ def test_compare_groups_repeats_into_methods_with_cis_over_runs(grid: Grid) -> N
             lo, hi = est["ci"]
             assert lo <= est["mean"] <= hi
         assert m["evaluations"] > 3 and m["model_tokens"] == 0 and m["cost_usd"] == 0
+        assert m["mutator"] == "knobs (random)"  # what made the children (issue 31)
     for op in ("best", "uniform"):  # task runs: the archive's count, and the tasks that ran
         runs = [grid.root / f"{op}-r{k}" for k in (0, 1)]
         used = [status_json(r)["budget"]["used"]["task_runs"] for r in runs]
@@ -138,6 +140,7 @@ def test_compare_writes_png_and_a_self_contained_html(grid: Grid, tmp_path: Path
     assert "cannot tell with 2 runs" in page and "P(A &gt; B)" not in page
     # the terminal view holds the table, the matrix and the curve
     assert "best admitted gate so far" in res.stdout and "seed → champion" in res.stdout
+    assert "<th>mutate</th>" in page and "mutate" in res.stdout  # the mutator column
 
 
 def test_compare_refuses_a_run_with_an_edited_certificate(grid: Grid, tmp_path: Path) -> None:
@@ -179,3 +182,21 @@ def test_the_methods_table_shows_model_calls_paid_and_cached_apart() -> None:
     assert model_calls_cell(m) == "5, 2 from cache"  # per run, mean
     none_cached = [SimpleNamespace(model_calls=2, model_cached=0)]
     assert model_calls_cell(Method("m", "d", none_cached, {}, {})) == "2"  # type: ignore[arg-type]
+
+
+def test_the_mutate_column_names_the_operator_and_its_model() -> None:
+    """A table never puts a knob mutator beside a model unnoticed (issue 31)."""
+    from rsiframe.study.compare import mutator_of
+
+    models = {"models": {"proposer": {"model": "gpt-5-mini"}}}
+    knobs = {"slots": {"mutate": {"operator": "knobs", "config": {"order": "round_robin"}}}}
+    assert mutator_of(knobs) == "knobs (round_robin)"
+    reflect = {"slots": {"mutate": {"operator": "gepa_reflect", "config": {"model": "proposer"}}}}
+    assert mutator_of({**reflect, **models}) == "gepa_reflect (proposer: gpt-5-mini)"
+    agent = {"operator": "agent_cli", "config": {"model": "proposer", "profile": "command"}}
+    assert mutator_of({"slots": {"mutate": agent}, **models}) == (
+        "agent_cli (command, proposer: gpt-5-mini)"
+    )
+    wrapped = {"operator": "round_robin", "config": {"operator": "llm_edit", "config": {}}}
+    assert mutator_of({"slots": {"mutate": wrapped}}) == "round_robin llm_edit"
+    assert mutator_of({"slots": {}}) == "?"

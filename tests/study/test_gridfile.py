@@ -90,6 +90,10 @@ def test_the_readme_grid_file_plans_on_a_target(tmp_path: Path) -> None:
     grid_file = mini.root / "grid.yaml"
     grid_file.write_text(text)
     grid = plan_grid_file(grid_file, None, [], None, tmp_path / "grid")
-    assert grid.spec.repeats == 5 and grid.spec.cell_names() == ["two-knobs", "round-robin", "gepa"]
+    assert grid.spec.repeats == 5 and grid.spec.cell_names() == [
+        "two-knobs",
+        "round-robin",
+        "gepa-policy",
+    ]
     assert len(grid.cells()) == 15
     assert "budget.max_task_runs=400" in grid.cells()[0].sets

@@ -1,14 +1,23 @@
-"""pyfix seed agent: a minimal tool-using loop over an OpenAI-compatible endpoint.
+"""pyfix seed agent: a minimal tool-using coding agent over an OpenAI-compatible endpoint.
 
-Run by the evaluator as ``python3 "$RSI_CANDIDATE/agent.py"`` in the task's work dir.
-It reads the task from ``$RSI_INSTRUCTION``, talks to ``$OPENAI_BASE_URL`` (the
-framework's endpoint; ``$OPENAI_API_KEY`` is a per-sandbox token, never a provider key)
-with the ``openai`` SDK, and either calls tools (read_file, write_file, run, finish) or
-answers with a fenced python block, which is written to the file the task names.
+Two modes, one tool loop (read_file, write_file, run, finish) over one folder:
+
+- solving a task (how the evaluator runs it, ``python3 "$RSI_CANDIDATE/agent.py"``, in the
+  task's work dir): it reads the task from ``$RSI_INSTRUCTION``, works in ``/app``
+  (``$RSI_APP``) with ``prompt.md``, and a model that cannot call tools may answer with a
+  fenced python block, written to the file the task names;
+- improving itself (``agent.py --self-improve --problem TEXT``, run in a copy of its own
+  folder, e.g. by ``agent_cli`` with ``profile: command``, the Darwin Gödel Machine's
+  self-modification): it works on its own files with ``self_improve.md`` as the prompt.
+
+It talks to ``$OPENAI_BASE_URL`` (the framework's endpoint; ``$OPENAI_API_KEY`` is a
+per-sandbox token, never a provider key) with the ``openai`` SDK; the model is
+``config.yaml``'s ``model``, else ``$RSI_MODEL``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -20,51 +29,53 @@ import yaml
 from openai import OpenAI
 
 HERE = Path(__file__).resolve().parent
-APP = Path(os.environ.get("RSI_APP", "/app"))
 FENCE = re.compile(r"```(?:python|py)?\n(.*?)```", re.S)
 TARGET = re.compile(r"`/app/([A-Za-z0-9_]+\.py)`")
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": n,
-            "description": d,
-            "parameters": {
-                "type": "object",
-                "properties": {k: {"type": "string"} for k in ps},
-                "required": ps,
+
+def tools(where: str) -> list[dict]:
+    """The tool schemas, each working in ``where``."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": n,
+                "description": d,
+                "parameters": {
+                    "type": "object",
+                    "properties": {k: {"type": "string"} for k in ps},
+                    "required": ps,
+                },
             },
-        },
-    }
-    for n, d, ps in (
-        ("read_file", "read a file under /app", ["path"]),
-        ("write_file", "replace a file under /app", ["path", "content"]),
-        ("run", "run a shell command in /app", ["command"]),
-        ("finish", "stop: the task is done", []),
-    )
-]
+        }
+        for n, d, ps in (
+            ("read_file", f"read a file under {where}", ["path"]),
+            ("write_file", f"replace a file under {where}", ["path", "content"]),
+            ("run", f"run a shell command in {where}", ["command"]),
+            ("finish", "stop: the task is done", []),
+        )
+    ]
 
 
-def _inside(path: str) -> Path:
-    p = (APP / path.removeprefix("/app/").lstrip("/")).resolve()
-    if APP.resolve() not in (p, *p.parents):
-        raise ValueError(f"{path} is outside /app")
+def _inside(root: Path, path: str) -> Path:
+    p = (root / path.removeprefix(str(root) + "/").removeprefix("/app/").lstrip("/")).resolve()
+    if root.resolve() not in (p, *p.parents):
+        raise ValueError(f"{path} is outside {root}")
     return p
 
 
-def call_tool(name: str, args: dict, timeout: float) -> str:
+def call_tool(root: Path, name: str, args: dict, timeout: float) -> str:
     try:
         if name == "read_file":
-            return _inside(args["path"]).read_text()[:20000]
+            return _inside(root, args["path"]).read_text()[:20000]
         if name == "write_file":
-            _inside(args["path"]).write_text(args["content"])
+            _inside(root, args["path"]).write_text(args["content"])
             return "written"
         if name == "run":
             out = subprocess.run(
                 args["command"],
                 shell=True,
-                cwd=APP,
+                cwd=root,
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -75,20 +86,18 @@ def call_tool(name: str, args: dict, timeout: float) -> str:
         return f"error: {type(exc).__name__}: {exc}"
 
 
-def main() -> int:
-    config = yaml.safe_load((HERE / "config.yaml").read_text()) or {}
-    instruction = Path(os.environ.get("RSI_INSTRUCTION", "/task/instruction.md")).read_text()
-    target = TARGET.search(instruction)
-    prompt = (HERE / "prompt.md").read_text().replace("{instruction}", instruction)
+def loop(config: dict, root: Path, prompt: str, target: re.Match | None) -> int:
+    """Ask, run the tool calls, answer with their results, until finish or max_steps."""
     model = config.get("model") or os.environ.get("RSI_MODEL", "default")
     client = OpenAI(max_retries=1)
     messages: list[dict] = [{"role": "user", "content": prompt}]
+    timeout = float(config.get("command_timeout_s", 10))
     for step in range(int(config.get("max_steps", 6))):
         reply = (
             client.chat.completions.create(
                 model=model,
                 messages=messages,
-                tools=TOOLS,
+                tools=tools(str(root)),
                 temperature=float(config.get("temperature", 0.0)),
                 max_tokens=int(config.get("max_tokens", 1024)),
             )
@@ -100,7 +109,7 @@ def main() -> int:
         if not calls:
             block = FENCE.search(reply.content or "")
             if block and target:
-                (APP / target.group(1)).write_text(block.group(1))
+                (root / target.group(1)).write_text(block.group(1))
                 print(f"wrote {target.group(1)} from a fenced block")
             return 0
         messages.append(reply.model_dump(exclude_none=True))
@@ -111,10 +120,26 @@ def main() -> int:
                 args = json.loads(call.function.arguments or "{}")
             except ValueError:
                 args = {}
-            result = call_tool(call.function.name, args, float(config.get("command_timeout_s", 10)))
+            print(f"  {call.function.name} {args.get('path') or args.get('command') or ''}")
+            result = call_tool(root, call.function.name, args, timeout)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     return 0
 
 
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--self-improve", action="store_true", help="improve this agent's own code")
+    parser.add_argument("--problem", default="", help="what to improve (with --self-improve)")
+    args = parser.parse_args(argv)
+    config = yaml.safe_load((HERE / "config.yaml").read_text()) or {}
+    if args.self_improve:
+        prompt = (HERE / "self_improve.md").read_text().replace("{problem}", args.problem)
+        return loop(config, HERE, prompt, None)
+    instruction = Path(os.environ.get("RSI_INSTRUCTION", "/task/instruction.md")).read_text()
+    prompt = (HERE / "prompt.md").read_text().replace("{instruction}", instruction)
+    app = Path(os.environ.get("RSI_APP", "/app"))
+    return loop(config, app, prompt, TARGET.search(instruction))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -169,10 +169,10 @@ def test_the_tab_shows_prompt_response_tokens_and_cost(models_run: Path) -> None
 
 
 def test_a_run_without_models_has_no_model_calls_tab(tmp_path: Path) -> None:
-    plain = bench_module().build_run(tmp_path / "run", 6, per_generation=4)
+    run = bench_module().build_run(tmp_path / "run", 6, per_generation=4)
 
     async def drive() -> None:
-        app = ViewerApp(plain)
+        app = ViewerApp(run)
         async with app.run_test(size=(120, 30)) as pilot:
             await ready(pilot)
             assert "models" not in plain(app.screen.query_one("#run-header"))
