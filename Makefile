@@ -5,11 +5,20 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# the sandbox target's commands (a test names stand-ins; never the machine's apt lock)
+BWRAP   ?= bwrap
+APT_GET ?= apt-get
+# what `make quickstart` runs (a test runs a smaller recipe through the same target)
+QUICKSTART ?= recipes/quickstart.yaml
+NO_BWRAP := note: no bubblewrap, so evaluations run as plain processes: the run works, but \
+	candidate code sees the host (files, network) and every certificate \
+	records the weaker isolation
 
-.PHONY: quickstart test test-k4 test-e2e selftest bench lint setup sandbox harbor docker clean
+.PHONY: quickstart test test-k4 test-e2e selftest bench lint setup sandbox harbor docker browser clean
 
 quickstart: setup sandbox
-	$(BIN)/rsiframe run recipes/quickstart.yaml
+	$(BIN)/rsiframe run $(QUICKSTART)
+	@echo "the rsiframe commands are in $(VENV)/bin: source $(VENV)/bin/activate first (README, Next: four things to do)"
 
 test: setup sandbox
 	$(BIN)/python -m pytest -q
@@ -43,26 +52,28 @@ lint: setup
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	# torch first, pinned to the CPU wheel, so the train extra's range never pulls a CUDA build
-	$(BIN)/pip install --quiet --disable-pip-version-check 'torch==2.13.0'
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,train,llm,agents,cluster,docker]'
-	touch $@
+	@PYTHON=$(PYTHON) VENV=$(VENV) scripts/setup-venv.sh
 
 # bubblewrap gives evaluations a real sandbox; without it rsiframe falls back to plain
 # processes and says so in every certificate. Installed here when we may (root + apt); apt's
 # lock is waited for (scripts/apt-get.sh), and when bubblewrap still cannot be installed the
 # set-up goes on with the process sandbox and says so.
 sandbox:
-	@if command -v bwrap >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing bubblewrap (sandbox for evaluations)"; \
-		if ! { scripts/apt-get.sh update -qq >/dev/null && scripts/apt-get.sh install -y -qq bubblewrap >/dev/null; }; then \
-			echo "note: bubblewrap could not be installed; evaluations use the weaker process sandbox (certificates say so). Install it later with: make sandbox"; \
+	@t0=$$(date +%s); err=$$(mktemp); \
+	if command -v $(BWRAP) >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v $(APT_GET) >/dev/null 2>&1; then \
+		printf 'setup: installing bubblewrap (sandbox for evaluations; waits up to %s s for the apt lock) ...' "$${RSIFRAME_APT_LOCK_TIMEOUT:-120}"; \
+		if RSIFRAME_APT_GET=$(APT_GET) scripts/apt-get.sh update -qq >/dev/null 2>$$err \
+			&& RSIFRAME_APT_GET=$(APT_GET) scripts/apt-get.sh install -y -qq bubblewrap >/dev/null 2>$$err; then \
+			echo " $$(( $$(date +%s) - t0 )) s"; \
+		else \
+			echo " failed after $$(( $$(date +%s) - t0 )) s ($$(grep -v '^apt: waiting' $$err | tail -n 1))"; \
+			echo "$(NO_BWRAP); install it later with: make sandbox"; \
 		fi; \
 	else \
-		echo "note: bubblewrap (bwrap) not found; evaluations use the weaker process sandbox (certificates say so). As root with apt: make sandbox"; \
-	fi
+		echo "$(NO_BWRAP); install it later with: sudo apt-get install bubblewrap"; \
+	fi; \
+	rm -f $$err
 
 # Harbor's own venv (Python 3.12, harbor==0.25.0) for `evaluator.engine: harbor` (~1.5 min
 # once; otherwise created on first use)
@@ -72,6 +83,11 @@ harbor: setup sandbox
 # `sandbox: docker`: docker.io + debootstrap, dockerd, the offline base image (cached)
 docker: setup
 	VENV=$(VENV) scripts/ci-setup.sh docker
+
+# headless Chromium for the report page's browser test (tests/e2e/test_report_browser.py):
+# Debian's chromium and chromium-driver, no browser download
+browser:
+	scripts/ci-setup.sh browser
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

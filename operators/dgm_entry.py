@@ -32,7 +32,7 @@ from rsiframe.api import (
     InformationFlowError,
     ProposalSkipped,
 )
-from rsiframe.operators.llmprompt import ModelOperatorConfig
+from rsiframe.operators.llmprompt import ModelOperatorConfig, Unparsed, ask_until_parsed
 
 SPECIAL = ("solve_empty_patches", "solve_stochasticity", "solve_contextlength")
 JSON_OBJECT = re.compile(r"\{.*\}", re.S)
@@ -188,19 +188,10 @@ class DgmEntry(AnalyzeOperator):
 
     def _diagnose(self, prompt: str) -> Diagnosis:
         cfg = self.config
-        messages = [{"role": "user", "content": prompt}]
-        client = llm.current()
-        error = ""
-        for _ in range(cfg.retries + 1):
-            answer = client.chat(
-                cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
-            )
-            try:
-                return parse_diagnosis(answer.text)
-            except ValueError as exc:
-                error = str(exc)
-                messages += [
-                    {"role": "assistant", "content": answer.text},
-                    {"role": "user", "content": f"{exc}. Answer with the JSON object only."},
-                ]
-        raise llm.ModelError(f"model {cfg.model!r} gave no diagnosis: {error}")
+        try:
+            return ask_until_parsed(
+                cfg, prompt, parse_diagnosis, retries=cfg.retries,
+                again="Answer with the JSON object only.",
+            )  # fmt: skip
+        except Unparsed as exc:
+            raise llm.ModelError(f"model {cfg.model!r} gave no diagnosis: {exc}") from exc

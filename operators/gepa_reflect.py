@@ -26,10 +26,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rsiframe import llm
 from rsiframe.api import MutateContext, MutateOperator, Mutation, ProposalSkipped
 from rsiframe.operators.edits import FENCE, EditError
-from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, example
+from rsiframe.operators.llmprompt import (
+    ContextLimits,
+    ModelOperatorConfig,
+    Unparsed,
+    ask_until_parsed,
+    example,
+)
 from rsiframe.operators.roundrobin import component_index, surface_file_list
 
 
@@ -99,19 +104,10 @@ class GepaReflect(MutateOperator):
 
     def _ask(self, prompt: str) -> str:
         cfg = self.config
-        messages = [{"role": "user", "content": prompt}]
-        client = llm.current()
-        error = ""
-        for _ in range(cfg.retries + 1):
-            answer = client.chat(
-                cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
-            )
-            try:
-                return whole_text(answer.text)
-            except EditError as exc:
-                error = str(exc)
-                messages += [
-                    {"role": "assistant", "content": answer.text},
-                    {"role": "user", "content": f"{exc}. Answer again."},
-                ]
-        raise NoNewText(f"model {cfg.model!r} gave no new text: {error}")
+        try:
+            return ask_until_parsed(
+                cfg, prompt, whole_text, retries=cfg.retries, again="Answer again.",
+                errors=(EditError,),
+            )  # fmt: skip
+        except Unparsed as exc:
+            raise NoNewText(f"model {cfg.model!r} gave no new text: {exc}") from exc

@@ -17,7 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rsiframe import llm
 from rsiframe.api import Analysis, AnalyzeContext, AnalyzeOperator
-from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, failures
+from rsiframe.operators.llmprompt import (
+    ContextLimits,
+    ModelOperatorConfig,
+    Unparsed,
+    ask_until_parsed,
+    failures,
+)
 
 JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 
@@ -76,30 +82,20 @@ class LlmEvidence(AnalyzeOperator):
             passing=passing,
             train={"solved": solved, "total": len(rows)},
         )
-        messages = [{"role": "user", "content": prompt}]
         known = {str(t.get("task")) for t in rows}
-        client = llm.current()
-        error = ""
-        for _ in range(cfg.retries + 1):
-            answer = client.chat(
-                cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
-            )
-            try:
-                manifest = parse_manifest(answer.text, known)
-            except ValueError as exc:
-                error = str(exc)
-                messages += [
-                    {"role": "assistant", "content": answer.text},
-                    {"role": "user", "content": f"{exc}. Answer with the JSON object only."},
-                ]
-                continue
-            summary = manifest.summary or f"{len(fails)} failing train tasks analysed"
-            return Analysis(
-                summary=summary,
-                details={
-                    "manifest": manifest.model_dump(mode="json"),
-                    "failed": [f["task"] for f in fails],
-                    "model": cfg.model,
-                },
-            )
-        raise llm.ModelError(f"model {cfg.model!r} gave no change manifest: {error}")
+        try:
+            manifest = ask_until_parsed(
+                cfg, prompt, lambda text: parse_manifest(text, known), retries=cfg.retries,
+                again="Answer with the JSON object only.",
+            )  # fmt: skip
+        except Unparsed as exc:
+            raise llm.ModelError(f"model {cfg.model!r} gave no change manifest: {exc}") from exc
+        summary = manifest.summary or f"{len(fails)} failing train tasks analysed"
+        return Analysis(
+            summary=summary,
+            details={
+                "manifest": manifest.model_dump(mode="json"),
+                "failed": [f["task"] for f in fails],
+                "model": cfg.model,
+            },
+        )

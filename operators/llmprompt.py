@@ -16,12 +16,14 @@ comparison that gave them one would be confounded).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rsiframe import llm
 from rsiframe.api import InformationFlowError, MutateContext
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
@@ -97,6 +99,42 @@ class ModelOperatorConfig(BaseModel):
             raise ValueError(f"template {path}: {exc.message}") from exc
 
 
+T = TypeVar("T")
+
+
+class Unparsed(ValueError):
+    """Every answer of :func:`ask_until_parsed` failed to parse; the last reason."""
+
+
+def ask_until_parsed(
+    cfg: ModelOperatorConfig,
+    prompt: str,
+    parse: Callable[[str], T],
+    *,
+    retries: int,
+    again: str,
+    errors: tuple[type[Exception], ...] = (ValueError,),
+) -> T:
+    """Ask ``cfg.model`` until ``parse`` accepts an answer: each refused answer goes back
+    to the model with the reason and ``again`` (``retries`` more times at most)."""
+    messages = [{"role": "user", "content": prompt}]
+    client = llm.current()
+    error = ""
+    for _ in range(retries + 1):
+        answer = client.chat(
+            cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
+        )
+        try:
+            return parse(answer.text)
+        except errors as exc:
+            error = str(exc)
+            messages += [
+                {"role": "assistant", "content": answer.text},
+                {"role": "user", "content": f"{exc}. {again}"},
+            ]
+    raise Unparsed(error)
+
+
 class ShownContext(BaseModel):
     """What of the parent's rollout and the run a mutation prompt shows (issue 31)."""
 
@@ -118,7 +156,7 @@ class ContextLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     max_file_bytes: int = Field(20_000, ge=100, description="a longer file is cut")
-    max_files: int = Field(20, ge=1)
+    max_files: int = Field(20, ge=1, description="surface files shown at most")
     tail_chars: int = Field(1500, ge=0, description="output shown per example (each part)")
     context: ShownContext = Field(
         default_factory=ShownContext, description="what of the rollout and the run is shown"

@@ -24,7 +24,7 @@ from rsiframe.shell import SandboxOptions, failure, run_command, tail
 
 class ScriptConfig(SandboxOptions):
     command: str | list[str] = Field(description="shell string or argv list")
-    timeout_s: float = Field(600.0, gt=0)
+    timeout_s: float = Field(600.0, gt=0, description="wall-clock limit for the command")
 
 
 class ScriptFailed(RuntimeError):

@@ -10,7 +10,7 @@ from rsiframe.shell import SandboxOptions, failure, run_command, tail
 
 class CommandConfig(SandboxOptions):
     command: str | list[str] = Field(description="shell string or argv list; exit 0 passes")
-    timeout_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0, description="wall-clock limit for the command")
 
 
 class Command(ValidateOperator):

@@ -5,6 +5,9 @@ Bugs are not modelled here: they still raise ordinary exceptions with tracebacks
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -24,7 +27,20 @@ class RsiError(Exception):
         self.where = where
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
+        return f"{shown_path(self.where)}: {self.message}" if self.where else self.message
+
+
+def shown_path(where: str) -> str:
+    """A file as error lines name it, the same everywhere: relative to the working directory
+    when it lies below it, absolute otherwise (a relative name is kept as given)."""
+    path = Path(where)
+    if not path.is_absolute():
+        return where
+    try:
+        cwd = Path(os.getcwd())
+    except OSError:  # the working directory was deleted
+        return where
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) and path != cwd else where
 
 
 class RecipeError(RsiError):
@@ -95,6 +111,12 @@ class ModelUnavailable(RsiError):
 
 class RunNotVerified(RsiError):
     """A run given to compare fails ``verify``: its scores are not read."""
+
+
+class ReportRefused(RunNotVerified):
+    """A run given to ``report`` fails ``verify``: no page is written (``--force`` marks one)."""
+
+    exit_code = EXIT_FAILED
 
 
 class MixedRuns(RsiError):

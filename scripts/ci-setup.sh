@@ -2,6 +2,8 @@
 # CI set-up for the Harbor engine and the Docker sandbox, one step per argument, each timed:
 #   scripts/ci-setup.sh harbor        Harbor's own venv (Python 3.12, harbor==0.25.0) in the cache
 #   scripts/ci-setup.sh mirror        print the Debian mirror apt uses here (what debootstrap gets)
+#   scripts/ci-setup.sh browser       Debian's chromium + chromium-driver (the report page's
+#                                     browser test; no browser download)
 #   scripts/ci-setup.sh docker        docker.io + debootstrap, dockerd started, base image built
 #                                     offline from a debootstrap rootfs (cached between runs),
 #                                     and the task images of tasks/terminal (FROM the base image)
@@ -86,10 +88,19 @@ preflight({p.name: p for p in sorted(root.iterdir()) if (p / "task.toml").is_fil
 PY
 }
 
+browser() {
+    if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+        scripts/apt-get.sh update -qq >/dev/null
+        scripts/apt-get.sh install -y -qq chromium chromium-driver >/dev/null
+    fi
+    chromium --version
+}
+
 for what in "$@"; do
     case $what in
         harbor) step "harbor venv" harbor_venv ;;
         mirror) debian_mirror ;;
+        browser) step "browser" browser ;;
         docker)
             step "docker engine" docker_engine
             step "docker base image" docker_image

@@ -15,9 +15,9 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 
+from rsiframe.audit.evidence import Repo
 from rsiframe.errors import RsiError
 from rsiframe.viewer.discover import find_runs
-from rsiframe.viewer.evidence import Repo
 from rsiframe.viewer.messages import CandidateChosen, RunChosen, RunUpdated
 from rsiframe.viewer.screens.candidate import CandidateScreen
 from rsiframe.viewer.screens.help import HelpScreen

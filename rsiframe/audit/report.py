@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -14,7 +15,7 @@ from rsiframe.archive.loader import LoadedRun
 from rsiframe.archive.log import chain_head
 from rsiframe.archive.state import CANDIDATE_STATES, Candidate, RunState
 from rsiframe.engine.budget import BudgetGuard
-from rsiframe.errors import RunFolderError
+from rsiframe.errors import RunFolderError, shown_path
 from rsiframe.evaluators import health
 from rsiframe.gateway.ledger import LedgerTail
 from rsiframe.recipe.schema import Budget
@@ -262,14 +263,16 @@ def summary_table(report: StatusReport) -> Table:
 
 
 BLOCKS = "▁▂▃▄▅▆▇█"
+#: a candidate without a score in a sparkline (a blank would read as a missing column)
+NO_SCORE = "·"
 
 
 def sparkline(values: list[float | None], width: int = 100) -> str:
-    """Scores in [0, 1] as block characters (a blank where there is no score)."""
+    """Scores in [0, 1] as block characters (:data:`NO_SCORE` where there is no score)."""
     out = []
     for v in values[-width:]:
         if v is None:
-            out.append(" ")
+            out.append(NO_SCORE)
         else:
             out.append(BLOCKS[min(len(BLOCKS) - 1, max(0, round(v * (len(BLOCKS) - 1))))])
     return "".join(out)
@@ -286,10 +289,23 @@ def score_lines(report: StatusReport) -> list[str]:
         best.append(top)
     if not any(g is not None for g in gates):
         return []
-    return [f"gate per candidate  |{sparkline(gates)}|", f"best admitted gate  |{sparkline(best)}|"]
+    lines = [
+        f"gate per candidate  |{sparkline(gates)}|",
+        f"best admitted gate  |{sparkline(best)}|",
+    ]
+    if None in gates or None in best:
+        lines.append(
+            f"{'':20}{NO_SCORE} no score: rejected or failed before its gate, or none admitted yet"
+        )
+    return lines
 
 
-def print_summary(report: StatusReport, console: Console) -> None:
+def print_summary(
+    report: StatusReport, console: Console, *, listing: Table | None = None, after: str = "run"
+) -> None:
+    """The run's header (seed vs champion, scores, counts), ``listing`` (status's candidates
+    table) under it, then models, health, notes; the last line says what to do next
+    (``after``: the command that printed it, never suggested again)."""
     console.print(summary_table(report))
     for line in score_lines(report):
         console.print(line, highlight=False)
@@ -304,14 +320,12 @@ def print_summary(report: StatusReport, console: Console) -> None:
         f"{used['evaluations']} evaluations; {runs} task runs; {used['wall_seconds']:.0f} s",
         highlight=False,
     )
-    for line in model_lines(report):
-        console.print(line, highlight=False, markup=False)
-    for line in report.health:
-        console.print(Text(f"infrastructure errors: {line}", style="red"))
+    if listing is not None:
+        console.print(listing)
+    _print_models_and_health(report, console)
     # a reason, note or violation may quote a candidate's text: printed as is, never markup
     if report.reason:
         console.print(f"stopped: {report.reason}", markup=False)
-    console.print(f"details: rsiframe status {report.path}", markup=False)
     if report.head:
         # one unbroken line: keep it to check later with ``rsiframe verify --head``
         console.print(f"chain head: {report.head}", highlight=False, soft_wrap=True)
@@ -326,6 +340,29 @@ def print_summary(report: StatusReport, console: Console) -> None:
             highlight=False,
             markup=False,
         )
+    console.print(next_steps(report, after), markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_models_and_health(report: StatusReport, console: Console) -> None:
+    for line in model_lines(report):
+        console.print(line, highlight=False, markup=False)
+    for line in report.health:
+        console.print(Text(f"infrastructure errors: {line}", style="red"))
+
+
+def next_steps(report: StatusReport, after: str) -> str:
+    """One line of commands to run next on this run, by its state, without ``after`` (the
+    command that just ran): resume an unfinished run; view, check and verify an ended one."""
+    where = shlex.quote(shown_path(report.path))
+    head = f" --head {report.head}" if report.head else ""
+    if report.state in ("interrupted", "failed"):
+        steps = ["resume", "status", "view"]
+    elif report.state == "running":
+        steps = ["view", "status"]
+    else:
+        steps = ["view", "status", "verify"]
+    cmds = [f"rsiframe {s} {where}" + (head if s == "verify" else "") for s in steps if s != after]
+    return "next: " + "   ".join(cmds)
 
 
 def calls_text(calls: int, cached: int) -> str:

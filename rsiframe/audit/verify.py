@@ -172,41 +172,67 @@ def verify(
     wanted = parse_head(head) if head is not None else None
     paths = RunPaths(Path(root).resolve()).check()
     checks = _Checks()
-    notes: list[str] = []
     names = (*CHECKS, *(("head",) if head else ()), *(("reproduce",) if reproduce else ()))
     report = VerifyReport(
-        ok=False,
-        path=str(paths.root),
-        run_id="",
-        keyid="",
-        events=0,
-        records=0,
-        checks=[],
-        problems=[],
-        notes=notes,
-    )
-
-    def done() -> VerifyReport:
-        checks.skip(names, "an earlier check failed")
-        report.checks = checks.items
-        report.problems = [p for c in checks.items for p in c.problems]
-        # a skipped check is either behind a failed one or has nothing on this machine to
-        # look at (the task set of a copied run folder)
-        statuses = {c.status for c in checks.items}
-        verdict = next((v for v in ("failed", "drift") if v in statuses), "ok")
-        report.verdict = verdict  # type: ignore[assignment]
-        report.ok = report.verdict == "ok"
-        return report
-
-    # pubkey (its match with run_started is checked once the chain is read)
+        ok=False, path=str(paths.root), run_id="", keyid="", events=0, records=0,
+        checks=[], problems=[], notes=[],
+    )  # fmt: skip
+    verifier = _read_key(paths, checks)
+    if verifier is None:
+        return _finish(report, checks, names)
+    report.keyid = verifier.keyid
+    events = _read_chain(paths, checks, verifier, report)
+    if events is None:
+        return _finish(report, checks, names)
+    _key_checks(checks, events, verifier, expected_key)
+    checks.add("chain", f"{len(events)} events, each linked to the one before", [])
+    if wanted is not None:
+        checks.add(
+            "head", f"event {wanted[0] - 1} has hash {wanted[1][:16]}", _head(events, *wanted)
+        )
+    unsigned = unsigned_events(events, verifier, every=True)
+    checks.add("signatures", f"{len(events)} events signed by the run's key", unsigned)
     try:
-        verifier = RecordVerifier.from_pem(paths.pubkey.read_bytes())
+        st = fold(events, verifier)
+    except ArchiveCorrupt as exc:
+        checks.add("state", "fold of the events", [str(exc)])
+        return _finish(report, checks, names)
+    report.run_id, report.records = st.run_id, st.records
+    _fold_checks(checks, paths, st, events[0].data, tasks_root)
+    if reproduce:
+        report.reproduce = _reproduce_check(
+            checks, paths, st, tolerance=tolerance, tasks_root=tasks_root,
+            candidate=candidate, rebuild=rebuild,
+        )  # fmt: skip
+    return _finish(report, checks, names)
+
+
+def _finish(report: VerifyReport, checks: _Checks, names: tuple[str, ...]) -> VerifyReport:
+    """The report with every check (those not reached: skipped) and its verdict."""
+    checks.skip(names, "an earlier check failed")
+    report.checks = checks.items
+    report.problems = [p for c in checks.items for p in c.problems]
+    # a skipped check is either behind a failed one or has nothing on this machine to
+    # look at (the task set of a copied run folder)
+    statuses = {c.status for c in checks.items}
+    report.verdict = "failed" if "failed" in statuses else "drift" if "drift" in statuses else "ok"
+    report.ok = report.verdict == "ok"
+    return report
+
+
+def _read_key(paths: RunPaths, checks: _Checks) -> RecordVerifier | None:
+    """The run's public key (its match with run_started is checked once the chain is read)."""
+    try:
+        return RecordVerifier.from_pem(paths.pubkey.read_bytes())
     except (BadSignature, ValueError, OSError) as exc:
         checks.add("pubkey", "pubkey.pem", [f"pubkey.pem is not an Ed25519 public key: {exc}"])
-        return done()
-    report.keyid = verifier.keyid
+        return None
 
-    # chain
+
+def _read_chain(
+    paths: RunPaths, checks: _Checks, verifier: RecordVerifier, report: VerifyReport
+) -> list[Any] | None:
+    """The events, linked and beginning with run_started (None: the chain check failed)."""
     try:
         loaded = read_events(paths.root)
         events = loaded.events
@@ -215,57 +241,46 @@ def verify(
     except ArchiveCorrupt as exc:
         checks.add("pubkey", f"keyid {verifier.keyid[:16]}", [])
         checks.add("chain", "events.jsonl", [str(exc)])
-        return done()
+        return None
     report.events = len(events)
     if loaded.torn:
-        notes.append(f"the last event is torn ({len(loaded.torn)} bytes): a crash mid-append")
+        report.notes.append(
+            f"the last event is torn ({len(loaded.torn)} bytes): a crash mid-append"
+        )
+    return events
 
-    key_problems = []
+
+def _key_checks(
+    checks: _Checks, events: list[Any], verifier: RecordVerifier, expected_key: bytes | None
+) -> None:
+    """pubkey.pem is the key run_started names, and the one given with --key."""
+    problems = []
     if events[0].data.get("keyid") != verifier.keyid:
-        key_problems.append("run_started names a different key than pubkey.pem")
+        problems.append("run_started names a different key than pubkey.pem")
     if expected_key is not None:
         try:
             expected = RecordVerifier.from_pem(expected_key).keyid
         except (BadSignature, ValueError) as exc:
             raise RunFolderError(f"--key is not an Ed25519 public key: {exc}") from exc
         if expected != verifier.keyid:
-            key_problems.append("pubkey.pem is not the key given with --key")
+            problems.append("pubkey.pem is not the key given with --key")
     detail = f"keyid {verifier.keyid[:16]}" + (" (matches --key)" if expected_key else "")
-    checks.add("pubkey", detail, key_problems)
-    checks.add("chain", f"{len(events)} events, each linked to the one before", [])
-    if wanted is not None:
-        checks.add(
-            "head", f"event {wanted[0] - 1} has hash {wanted[1][:16]}", _head(events, *wanted)
-        )
+    checks.add("pubkey", detail, problems)
 
-    unsigned = unsigned_events(events, verifier, every=True)
-    checks.add("signatures", f"{len(events)} events signed by the run's key", unsigned)
 
-    try:
-        st = fold(events, verifier)
-    except ArchiveCorrupt as exc:
-        checks.add("state", "fold of the events", [str(exc)])
-        return done()
-    report.run_id, report.records = st.run_id, st.records
-    _fold_checks(checks, paths, st, events[0].data, tasks_root)
-    if reproduce:
-        rep, problems = reproduce_champion(
-            paths,
-            st,
-            tolerance=tolerance,
-            tasks_root=tasks_root,
-            candidate=candidate,
-            rebuild=rebuild,
-        )
-        report.reproduce = rep
-        detail = (
-            f"{rep.candidate}: {rep.tasks} tasks on {', '.join(rep.splits)}, "
-            f"max deviation {rep.max_deviation:g} (tolerance {tolerance:g})"
-            if rep.candidate
-            else "nothing to reproduce"
-        )
-        checks.add("reproduce", detail, problems)
-    return done()
+def _reproduce_check(
+    checks: _Checks, paths: RunPaths, st: RunState, *, tolerance: float, **options: Any
+) -> Reproduction:
+    """The champion re-evaluated (``--reproduce``), as the ``reproduce`` check."""
+    rep, problems = reproduce_champion(paths, st, tolerance=tolerance, **options)
+    detail = (
+        f"{rep.candidate}: {rep.tasks} tasks on {', '.join(rep.splits)}, "
+        f"max deviation {rep.max_deviation:g} (tolerance {tolerance:g})"
+        if rep.candidate
+        else "nothing to reproduce"
+    )
+    checks.add("reproduce", detail, problems)
+    return rep
 
 
 def _fold_checks(
@@ -429,29 +444,35 @@ def _commit_problems(paths: RunPaths, st: RunState) -> list[str]:
         if not repo.has_commit(st.seed_commit) or repo.tree_of(st.seed_commit) != st.seed_tree:
             problems.append("the seed commit named by run_started is missing or altered")
         for c in st.candidates.values():
-            if c.commit is None:
-                continue
-            short = c.commit[:12]
-            if not repo.has_commit(c.commit):
-                problems.append(f"{c.id}: commit {short} is missing from repo.git")
-                continue
-            if repo.tree_of(c.commit) != c.tree:
-                problems.append(f"{c.id}: commit {short} does not have the recorded tree")
-            parents = repo.parents_of(c.commit)
-            want = [p for p in (c.parent_commit, c.merged_commit) if p]  # a merge: two
-            if parents != want:
-                problems.append(f"{c.id}: commit {short} does not descend from its parent")
-            parent = st.candidates.get(c.parent) if c.parent else None
-            if parent is not None and parent.commit != c.parent_commit:
-                problems.append(f"{c.id}: parent commit differs from {parent.id}'s commit")
-            second = st.candidates.get(c.second_parent) if c.second_parent else None
-            if (second.commit if second else None) != c.merged_commit:
-                problems.append(f"{c.id}: merged commit differs from its second parent's")
-            if repo.ref_target(f"{CANDIDATE_REFS}/{c.id}") != c.commit:
-                problems.append(f"{c.id}: {CANDIDATE_REFS}/{c.id} does not point at {short}")
+            if c.commit is not None:
+                problems += _candidate_commit_problems(repo, st, c, c.commit)
         return problems
 
     return _with_repo(paths, check)
+
+
+def _candidate_commit_problems(
+    repo: CandidateRepo, st: RunState, c: Candidate, commit: str
+) -> list[str]:
+    """One candidate's commit: in repo.git with its tree, its parents, its ref."""
+    short = commit[:12]
+    if not repo.has_commit(commit):
+        return [f"{c.id}: commit {short} is missing from repo.git"]
+    problems = []
+    if repo.tree_of(commit) != c.tree:
+        problems.append(f"{c.id}: commit {short} does not have the recorded tree")
+    want = [p for p in (c.parent_commit, c.merged_commit) if p]  # a merge: two
+    if repo.parents_of(commit) != want:
+        problems.append(f"{c.id}: commit {short} does not descend from its parent")
+    parent = st.candidates.get(c.parent) if c.parent else None
+    if parent is not None and parent.commit != c.parent_commit:
+        problems.append(f"{c.id}: parent commit differs from {parent.id}'s commit")
+    second = st.candidates.get(c.second_parent) if c.second_parent else None
+    if (second.commit if second else None) != c.merged_commit:
+        problems.append(f"{c.id}: merged commit differs from its second parent's")
+    if repo.ref_target(f"{CANDIDATE_REFS}/{c.id}") != commit:
+        problems.append(f"{c.id}: {CANDIDATE_REFS}/{c.id} does not point at {short}")
+    return problems
 
 
 def _needed(c: Any) -> tuple[str, ...]:
@@ -574,61 +595,97 @@ def reproduce_champion(
     except (KeyError, TypeError) as exc:
         return rep, [f"reproduce: recipe.lock.json has no evaluator ({exc!r})"]
 
-    problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rsiframe-reproduce-") as tmp:
-        scratch = Path(tmp)
-        try:
-            cache = scratch / "cache" if rebuild else None
-            evaluator = make_evaluator(spec["engine"], spec["config"], scratch / "work", cache)
-        except RsiError as exc:
-            return rep, [f"reproduce: {exc}"]
-        try:
-            rep.isolation = evaluator.isolation
-            locked = paths.read_json(paths.evaluator_lock)
-            now = evaluator_parts(evaluator)
-            if now["fingerprint"] != st.evaluator_fingerprint:
-                changed = ", ".join(evaluator_changes(now, locked))
-                rep.notes.append(f"the evaluator here differs from the run's: {changed}")
-            repo = CandidateRepo(paths.repo)
-            try:
-                export = scratch / "export"
-                repo.export(c.commit, export)  # checked against the commit's tree
-            finally:
-                repo.close()
-            store = scratch / "artifacts"
-            store.mkdir()
-            # builds are audited against the same gate/sealed items
-            evaluator.protect(tasks_by_split(taskset, task_lock.split))
-            for split, record in records.items():
-                ids = task_lock.split[split]
-                built: list[dict] = []
-                out = run_tasks(
-                    evaluator,
-                    taskset,
-                    export,
-                    ids,
-                    lambda b: put_artifact(store, b),
-                    on_built=built.append,
-                )
-                _compare_model(rep, split, record.predicate.model, built, rebuild)
-                before = len(rep.deviations)
-                problems += _compare_rewards(
-                    rep, c.id, split, ids, record.predicate.rewards, out, tolerance
-                )
-                if len(rep.deviations) > before:
-                    _host_differences(rep, split, record.predicate.model, built)
-        except (ExportMismatch, RsiError) as exc:
-            problems.append(f"reproduce: {exc}")
-        except Exception as exc:  # the evaluation itself failed (e.g. a build): say so
-            problems.append(f"reproduce: {c.id}: evaluation failed: {type(exc).__name__}: {exc}")
-        finally:
-            evaluator.close()
+        problems = _reevaluate(rep, paths, st, c, records, spec, task_lock, taskset,
+                               Path(tmp), rebuild=rebuild)  # fmt: skip
     for d in rep.deviations:
         problems.append(
             f"reproduce: {c.id}/{d.split} {d.task}: recorded {d.recorded:g}, "
             f"reproduced {d.reproduced:g}" + (f" ({d.error})" if d.error else "")
         )
     return rep, problems
+
+
+def _reevaluate(
+    rep: Reproduction,
+    paths: RunPaths,
+    st: RunState,
+    c: Candidate,
+    records: dict[str, Any],
+    spec: dict[str, Any],
+    task_lock: Any,
+    taskset: Any,
+    scratch: Path,
+    *,
+    rebuild: bool,
+) -> list[str]:
+    """The candidate evaluated again in ``scratch`` with the run's evaluator: what failed."""
+    try:
+        cache = scratch / "cache" if rebuild else None
+        evaluator = make_evaluator(spec["engine"], spec["config"], scratch / "work", cache)
+    except RsiError as exc:
+        return [f"reproduce: {exc}"]
+    problems: list[str] = []
+    try:
+        rep.isolation = evaluator.isolation
+        now = evaluator_parts(evaluator)
+        if now["fingerprint"] != st.evaluator_fingerprint:
+            changed = ", ".join(evaluator_changes(now, paths.read_json(paths.evaluator_lock)))
+            rep.notes.append(f"the evaluator here differs from the run's: {changed}")
+        export = _export(paths, c, scratch / "export")
+        store = scratch / "artifacts"
+        store.mkdir()
+        # builds are audited against the same gate/sealed items
+        evaluator.protect(tasks_by_split(taskset, task_lock.split))
+        for split, record in records.items():
+            problems += _reevaluate_split(
+                rep, evaluator, taskset, export, store, c.id, split, task_lock.split[split],
+                record, rebuild,
+            )  # fmt: skip
+    except (ExportMismatch, RsiError) as exc:
+        problems.append(f"reproduce: {exc}")
+    except Exception as exc:  # the evaluation itself failed (e.g. a build): say so
+        problems.append(f"reproduce: {c.id}: evaluation failed: {type(exc).__name__}: {exc}")
+    finally:
+        evaluator.close()
+    return problems
+
+
+def _export(paths: RunPaths, c: Candidate, export: Path) -> Path:
+    assert c.commit is not None  # reproduce_champion checked it
+    repo = CandidateRepo(paths.repo)
+    try:
+        repo.export(c.commit, export)  # checked against the commit's tree
+    finally:
+        repo.close()
+    return export
+
+
+def _reevaluate_split(
+    rep: Reproduction,
+    evaluator: Any,
+    taskset: Any,
+    export: Path,
+    store: Path,
+    cid: str,
+    split: str,
+    ids: list[str],
+    record: Any,
+    rebuild: bool,
+) -> list[str]:
+    """One split's tasks run again and compared with the record's rewards."""
+    built: list[dict] = []
+    out = run_tasks(
+        evaluator, taskset, export, ids, lambda b: put_artifact(store, b), on_built=built.append
+    )
+    _compare_model(rep, split, record.predicate.model, built, rebuild)
+    before = len(rep.deviations)
+    problems = _compare_rewards(
+        rep, cid, split, ids, record.predicate.rewards, out, tolerance=rep.tolerance
+    )
+    if len(rep.deviations) > before:
+        _host_differences(rep, split, record.predicate.model, built)
+    return problems
 
 
 def _reproduction_inputs(

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from rsiframe.errors import RsiError
+from rsiframe.errors import RsiError, shown_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,11 +23,19 @@ EXIT_INTERRUPTED = 130
 
 
 def stdout() -> Console:
-    return Console(soft_wrap=False)
+    return _unwrapped_off_terminal(Console(soft_wrap=False))
 
 
 def stderr() -> Console:
-    return Console(stderr=True)
+    return _unwrapped_off_terminal(Console(stderr=True))
+
+
+def _unwrapped_off_terminal(console: Console) -> Console:
+    """Text lines are never wrapped where the stream is no terminal (nohup, CI, a pipe):
+    Rich would wrap at 80 columns there and split a line mid-value."""
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console
 
 
 _KEY = re.compile(r"^([A-Za-z_][\w.\-]*): ")
@@ -36,7 +44,8 @@ _KEY = re.compile(r"^([A-Za-z_][\w.\-]*): ")
 def error_json(exc: RsiError) -> dict[str, Any]:
     """A user error for scripts: the message, the file it is about, the dotted key if any."""
     m = _KEY.match(exc.message)
-    return {"error": exc.message, "file": exc.where, "key": m.group(1) if m else None}
+    where = shown_path(exc.where) if exc.where else None
+    return {"error": exc.message, "file": where, "key": m.group(1) if m else None}
 
 
 def friendly(fn: F) -> F:

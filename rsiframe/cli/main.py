@@ -21,6 +21,8 @@ COMMANDS = {
     "status": "rsiframe.cli.runs:status",
     "verify": "rsiframe.cli.runs:verify",
     "view": "rsiframe.cli.runs:view",
+    "report": "rsiframe.cli.runs:report",
+    "export": "rsiframe.cli.runs:export",
     "compare": "rsiframe.cli.study:compare",
     "ablate": "rsiframe.cli.study:ablate",
     "fidelity": "rsiframe.cli.study:fidelity",

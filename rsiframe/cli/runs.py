@@ -1,4 +1,5 @@
-"""Commands on one run: ``run``, ``resume``, ``status``, ``verify``, ``view``."""
+"""Commands on one run: ``run``, ``resume``, ``status``, ``verify``, ``view``, ``report``,
+``export``."""
 
 from __future__ import annotations
 
@@ -210,9 +211,7 @@ def status(run_dir: Path, as_json: bool) -> None:
     if as_json:
         print_json(report.model_dump(mode="json"))
         return
-    out = stdout()
-    out.print(candidate_table(report))
-    print_summary(report, out)
+    print_summary(report, stdout(), listing=candidate_table(report), after="status")
 
 
 @click.command()
@@ -371,3 +370,95 @@ def view(path: Path, poll: float) -> None:
     from rsiframe.viewer.app import ViewerApp
 
     ViewerApp(path, poll_seconds=poll).run()
+
+
+@click.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--html",
+    "html_out",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="the HTML file to write (for a folder of runs: the index; each run's page beside it)",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="write the page of a run that fails verify anyway, marked NOT VERIFIED on every part",
+)
+@click.option("--json", "as_json", is_flag=True, help="what was written, as JSON")
+@friendly
+def report(path: Path, html_out: Path, force: bool, as_json: bool) -> None:
+    """Write a self-contained HTML report of a run (or of a folder of runs: an index).
+
+    The page opens from disk with no server and no network: the header (recipe, digests,
+    fingerprints, budget, cost, seed → champion), the lineage graph (pan, zoom, click a
+    candidate for its scores, per-task rewards, diff, model calls, gate decision and
+    certificates) and the best-score curve. Only a run that passes verify is reported;
+    it says so at the top with the chain head and the public key's fingerprint.
+
+    \b
+    Exit status: 0 written, 1 the run does not verify (nothing written), 2 bad input.
+    """
+    from rsiframe.study.report_index import report as write_report
+
+    result = write_report(path, html_out, force=force)
+    if as_json:
+        print_json(result.data())
+        return
+    for page in result.pages:
+        mark = "" if page.verified else " (NOT VERIFIED)"
+        click.echo(f"wrote {page.path}{mark}: {page.candidates} candidates, {page.bytes} bytes")
+    for left in result.refused:
+        click.echo(f"left out {left['run']}: {left['error']}", err=True)
+    if result.index:
+        click.echo(f"wrote {result.index} (index)")
+    if result.compare_error:
+        click.echo(f"no compare tables: {result.compare_error}", err=True)
+
+
+@click.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--mlflow",
+    "uri",
+    required=True,
+    metavar="URI",
+    help="MLflow tracking URI: sqlite:///FILE.db, a folder, or http://HOST:PORT",
+)
+@click.option("--experiment", default="rsiframe", show_default=True, help="MLflow experiment")
+@click.option(
+    "--artifact-location",
+    metavar="URI",
+    help="where a new experiment keeps its artifacts (default: the tracking store's)",
+)
+@click.option("--json", "as_json", is_flag=True, help="what was exported, as JSON")
+@friendly
+def export(
+    path: Path, uri: str, experiment: str, artifact_location: str | None, as_json: bool
+) -> None:
+    """Log a verified run (or a folder of runs: a parent run with a child each) to MLflow.
+
+    Params: the resolved recipe. Metrics: each admitted candidate's verified scores stepped
+    by evaluations, the best admitted gate score, the seed's and champion's scores. Tags:
+    the method digest, fingerprints, chain head, key. Artifacts: the champion's files and
+    the report page. Exporting again updates the same MLflow run; the run folder is only
+    read. Needs the mlflow extra: pip install 'rsiframe[mlflow]'.
+
+    \b
+    Exit status: 0 exported, 1 the run does not verify, 2 bad input or MLflow refused.
+    """
+    from rsiframe.study.export_mlflow import export as export_run
+
+    result = export_run(path, uri, experiment=experiment, artifacts=artifact_location)
+    if as_json:
+        print_json(result.data())
+        return
+    for r in result.runs:
+        what = "created" if r.created else "updated"
+        click.echo(
+            f"{what} MLflow run {r.mlflow_run_id} for {r.run_id}: {r.params} params, "
+            f"{r.metrics_logged} new metric points"
+        )
+    for left in result.refused:
+        click.echo(f"left out {left['run']}: {left['error']}", err=True)

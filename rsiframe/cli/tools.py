@@ -6,11 +6,13 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
 import click
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 from rich.table import Table
 
 from rsiframe.cli.common import (
@@ -362,8 +364,8 @@ def operators_describe(name: str, as_json: bool) -> None:
     fields: list[dict[str, Any]] = []
     for fname, f in cls.Config.model_fields.items():
         default = None if f.is_required() else f.get_default(call_default_factory=True)
-        if isinstance(default, BaseModel):  # a nested config model (e.g. network)
-            default = default.model_dump(mode="json")
+        # nested config models (network, islands' features) as plain JSON
+        default = to_jsonable_python(default)
         fields.append(
             {
                 "name": fname,
@@ -445,6 +447,28 @@ def _slots(info: Any) -> list[tuple[str, Any]]:
     return [(slot, slots.get(slot)) for slot in info.resolved.operators]
 
 
+_SCALARS = {int: "integer", float: "number", str: "string", bool: "true/false", Any: "any"}
+
+
 def _type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if not hasattr(annotation, "__args__") else None
-    return text or str(annotation).replace("typing.", "")
+    """A config field's type in words: ``list of string, or null``, ``one of 'a', 'b'``."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, types.UnionType):
+        kinds = [_type_name(a) for a in args if a is not type(None)]
+        text = " or ".join(kinds)
+        return f"{text}, or null" if type(None) in args else text
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (list, tuple, set, frozenset):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}" if args else "mapping"
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    if annotation in (list, tuple):
+        return "list"
+    if annotation is dict:
+        return "mapping"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return f"mapping ({annotation.__name__})"
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")

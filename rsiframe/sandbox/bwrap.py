@@ -806,7 +806,9 @@ class SandboxOptions(BaseModel):
         description="bwrap (fail if it does not work), auto (fall back to a plain process), "
         "process, or docker (a container of the local base image)",
     )
-    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    network: NetworkSpec = Field(
+        default_factory=NetworkSpec, description="network.allow: endpoints the command may reach"
+    )
     memory_mb: int | None = Field(4096, gt=0, description="address-space limit per process")
     output_limit_bytes: int = Field(1 << 20, gt=0, description="output kept per stream")
     output_cap_bytes: int = Field(

@@ -4,6 +4,7 @@ sparklines."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 from tests.support.cli import cli, status_json
 from tests.support.mini import Mini, run_mini
@@ -38,7 +39,7 @@ def test_status_names_a_broken_lock(mini: Mini) -> None:
 def test_summary_sparklines() -> None:
     from rsiframe.audit.report import sparkline
 
-    assert sparkline([0.0, 0.5, 1.0, None]) == "▁▅█ "
+    assert sparkline([0.0, 0.5, 1.0, None]) == "▁▅█·"
     assert sparkline([1.0] * 150, width=10) == "█" * 10
 
 
@@ -75,3 +76,45 @@ def test_model_lines_show_paid_and_cached_apart_the_check_and_the_unrecorded_tai
     assert lines[1].startswith("model check: 1 call, 7 tokens, $0.000014")
     assert lines[2].startswith("1 paid call not yet recorded")
     assert model_lines(base.model_copy(update={"model_calls": 0})) == []
+
+
+def test_a_candidate_without_a_gate_score_is_marked_and_explained() -> None:
+    from rsiframe.audit.report import NO_SCORE, score_lines
+
+    gates = [0.1, None, 0.5]
+    report = SimpleNamespace(
+        candidates=[
+            SimpleNamespace(scores=SimpleNamespace(gate=g), state=s)
+            for g, s in zip(gates, ("admitted", "rejected", "admitted"), strict=True)
+        ]
+    )
+    lines = score_lines(report)  # type: ignore[arg-type]  # only candidates is read
+    spark = [line.split("|")[1] for line in lines[:2]]
+    assert spark[0][1] == NO_SCORE and len(spark[0]) == len(spark[1]) == 3
+    assert NO_SCORE in lines[2] and "no score" in lines[2]
+
+
+def test_status_prints_the_header_first_and_ends_with_what_to_do_next(mini: Mini) -> None:
+    out = run_mini(mini)
+    lines = cli("status", out).stdout.splitlines()
+    assert lines[0].startswith("mini: finished"), lines[:3]  # the header, then the candidates
+    assert any(line.lstrip("│ ").startswith("c0000") for line in lines[5:])
+    last = lines[-1]
+    head = status_json(out)["head"]
+    assert last == f"next: rsiframe view {out}   rsiframe verify {out} --head {head}", last
+    assert "rsiframe status" not in last  # never the command just run
+
+
+def test_run_suggests_status_view_and_verify(mini: Mini) -> None:
+    res = cli("run", mini.recipe, "--out", mini.run_dir(), "--quiet")
+    last = res.stdout.splitlines()[-1]
+    assert last.startswith("next: rsiframe view "), last
+    assert " rsiframe status " in last and " --head " in last
+
+
+def test_an_unfinished_run_suggests_resume(mini: Mini) -> None:
+    from rsiframe.audit.report import next_steps
+
+    report = SimpleNamespace(state="interrupted", path=str(mini.root / "r un"), head="3:ab")
+    line = next_steps(report, "status")  # type: ignore[arg-type]  # the fields it reads
+    assert line.startswith(f"next: rsiframe resume '{mini.root}/r un'"), line

@@ -47,3 +47,27 @@ def test_ctrl_c_is_exit_130_and_a_bug_stays_a_traceback() -> None:
     assert (res.exit_code, res.stderr) == (EXIT_INTERRUPTED, "rsiframe: interrupted\n")
     with pytest.raises(ValueError, match="a bug"):
         CliRunner().invoke(raising, ["bug"], catch_exceptions=False)
+
+
+def test_lines_are_not_wrapped_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from rsiframe.cli.common import stderr, stdout
+
+    long = "count: " + " ".join(f"{n} -> {n + 1000}" for n in range(1000, 9000, 1000))
+    assert len(long) > 100
+    for console in (stderr(), stdout()):
+        assert not console.is_terminal
+        console.print(long, highlight=False)
+    captured = capsys.readouterr()
+    assert captured.err == long + "\n" and captured.out == long + "\n"
+
+
+def test_a_terminal_still_wraps_to_its_width() -> None:
+    import io
+
+    from rich.console import Console
+
+    from rsiframe.cli.common import _unwrapped_off_terminal
+
+    console = _unwrapped_off_terminal(Console(file=io.StringIO(), force_terminal=True, width=40))
+    console.print("word " * 20, highlight=False)
+    assert len(console.file.getvalue().splitlines()) > 1  # type: ignore[attr-defined]

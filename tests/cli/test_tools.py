@@ -84,7 +84,7 @@ def test_operators_list_and_describe() -> None:
     assert d["fields"] == [
         {
             "name": "size",
-            "type": "int",
+            "type": "integer",
             "required": False,
             "default": 3,
             "description": "contestants drawn per tournament",

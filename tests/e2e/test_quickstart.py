@@ -40,6 +40,13 @@ def test_quickstart_improves_the_seed_honestly(tmp_path: Path) -> None:
     assert changed <= {"data", "trainer", "harness"}
     verify = json.loads(cli_proc("verify", out, "--json").stdout)
     assert verify["ok"], verify["problems"]
+    # README's first screen shows what the quickstart prints: the same header and rows
+    shown = (REPO / "README.md").read_text().split("never stops for bubblewrap", 1)[1]
+    shown_lines = shown.split("```\n", 1)[1].split("```", 1)[0].splitlines()
+    printed = res.stdout.splitlines()[1:]
+    assert printed[0] == shown_lines[0] == "quickstart: finished"
+    assert [line.split()[1] for line in printed[4:6]] == ["seed", "champion"]
+    assert [line.split()[1] for line in shown_lines[4:6]] == ["seed", "champion"]
     print(f"quickstart: {seconds:.0f} s")  # the target is <= 600 s on 2 cores (see bench/)
 
 

@@ -72,7 +72,6 @@ WITHOUT_TEST_MODULE: dict[str, str] = {
     "rsiframe.viewer.widgets.paged_text": _APP,
     "rsiframe.viewer.widgets.rewards_table": _APP,
     "rsiframe.viewer.widgets.run_header": _APP,
-    "rsiframe.viewer.widgets.runs_table": _APP,
 }
 
 

@@ -54,6 +54,8 @@ def test_wheel_contains_every_package(tmp_path: Path) -> None:
             rel = py.relative_to(REPO / folder)
             assert "/".join([*name.split("."), *rel.parts]) in names, rel
     assert "rsiframe/viewer/app.tcss" in names
+    # the report page is one file made from these (rsiframe report)
+    assert {"rsiframe/study/assets/runpage.js", "rsiframe/study/assets/runpage.css"} <= names
     assert top_level.split() == ["rsiframe"]  # the only new top-level name
     # every built-in operator's module ships
     eps = configparser.ConfigParser()

@@ -21,6 +21,7 @@ READ_SIDE = {
     "rsiframe.api",
     "rsiframe.certs.records",
     "rsiframe.audit.report",
+    "rsiframe.audit.evidence",
     "rsiframe.archive.runfolder",
     "rsiframe.certs.signing",
     "rsiframe.archive.state",

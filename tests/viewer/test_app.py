@@ -315,7 +315,7 @@ def test_liveness_is_read_from_the_kernel_without_locking(run_dir: Path, tmp_pat
 
 def test_large_artifacts_are_paged_and_hash_checked(tmp_path: Path) -> None:
     from rsiframe.archive.log import artifact_path, put_artifact
-    from rsiframe.viewer.evidence import PAGE_BYTES, Pager
+    from rsiframe.audit.evidence import PAGE_BYTES, Pager
 
     data = b"".join(b"line %06d\n" % i for i in range(30_000))  # 330 kB
     digest = put_artifact(tmp_path, data)

@@ -14,8 +14,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
+from rsiframe.audit.evidence import Repo, diff_base
 from rsiframe.errors import RsiError
-from rsiframe.viewer.evidence import Repo, diff_base
 from rsiframe.viewer.messages import CandidateChosen, RunUpdated
 from rsiframe.viewer.source import RunSource
 from rsiframe.viewer.widgets.candidate_header import CandidateHeader

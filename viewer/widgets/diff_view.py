@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from rsiframe.viewer.evidence import FileDiff
+from rsiframe.audit.evidence import FileDiff
 
 KIND_STYLES = {"added": "green", "deleted": "red", "modified": "yellow", "renamed": "cyan"}
 

@@ -14,8 +14,8 @@ from textual.widgets.tree import TreeNode
 
 from rsiframe.archive.log import Event
 from rsiframe.archive.state import Candidate
+from rsiframe.audit.evidence import read_json
 from rsiframe.errors import RsiError
-from rsiframe.viewer.evidence import read_json
 
 
 class ArtifactChosen(Message):

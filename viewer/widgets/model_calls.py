@@ -8,7 +8,6 @@ shows its status and error.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.text import Text
@@ -18,95 +17,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from rsiframe.archive.log import Event
+from rsiframe.audit.evidence import Pager, answer_text, calls_of, prompt_text, read_json
 from rsiframe.errors import RsiError
-from rsiframe.viewer.evidence import Pager, read_json
 
 #: the most of a prompt or response shown (the artifact holds all of it)
 SHOW_CHARS = 20_000
-
-
-def calls_of(events: list[Event]) -> list[dict[str, Any]]:
-    """The ``model_call`` events among a candidate's events, in ledger order."""
-    return sorted((ev.data for ev in events if ev.type == "model_call"), key=lambda d: d["seq"])
-
-
-def totals(calls: list[dict[str, Any]]) -> tuple[int, float]:
-    tokens = sum(int(d.get("prompt_tokens", 0)) + int(d.get("completion_tokens", 0)) for d in calls)
-    return tokens, sum(float(d.get("cost_usd", 0.0)) for d in calls)
-
-
-def prompt_text(request: Any) -> str:
-    """A request body as the model saw it: system text, then each message by role."""
-    if not isinstance(request, dict):
-        return str(request)
-    parts = []
-    for key in ("system", "instructions"):
-        if isinstance(request.get(key), str):
-            parts.append(f"[{key}]\n{request[key]}")
-    msgs = request.get("messages", request.get("input"))
-    if isinstance(msgs, str):
-        msgs = [{"role": "user", "content": msgs}]
-    for m in msgs if isinstance(msgs, list) else []:
-        if not isinstance(m, dict):
-            continue
-        content = m.get("content")
-        if isinstance(content, list):
-            content = "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-        parts.append(f"[{m.get('role', '?')}]\n{content or ''}")
-    if "prompt" in request and not parts:
-        parts.append(str(request["prompt"]))
-    return "\n\n".join(parts)
-
-
-def answer_text(data: bytes) -> str:
-    """A response body's answer: a JSON completion, or a stream's deltas joined."""
-    try:
-        parsed = json.loads(data)
-    except ValueError:
-        return _stream_text(data)
-    return _completion_text(parsed)
-
-
-def _stream_text(data: bytes) -> str:
-    """A server-sent event stream's text: each ``data:`` line's deltas, joined."""
-    chunks = []
-    for line in data.decode(errors="replace").splitlines():
-        payload = line[5:].strip() if line.startswith("data:") else ""
-        if not payload or payload == "[DONE]":
-            continue
-        try:
-            ev = json.loads(payload)
-        except ValueError:
-            continue
-        chunks += _event_deltas(ev)
-    return "".join(chunks)
-
-
-def _event_deltas(ev: Any) -> list[str]:
-    """The text of one stream event: OpenAI's choices (text or delta) and Anthropic's delta."""
-    out = [
-        str(ch.get("text") or (ch.get("delta") or {}).get("content") or "")
-        for ch in ev.get("choices") or []
-    ]
-    delta = ev.get("delta")
-    if isinstance(delta, dict) and isinstance(delta.get("text"), str):
-        out.append(delta["text"])
-    return out
-
-
-def _completion_text(parsed: Any) -> str:
-    """A JSON completion's text: OpenAI's choices (tool calls shown) or Anthropic's blocks."""
-    out = []
-    for ch in parsed.get("choices") or [] if isinstance(parsed, dict) else []:
-        msg = ch.get("message") or {}
-        out.append(str(ch.get("text") or msg.get("content") or ""))
-        for call in msg.get("tool_calls") or []:
-            fn = call.get("function") or {}
-            out.append(f"\n[tool call] {fn.get('name')}({fn.get('arguments')})")
-    for block in parsed.get("content") or [] if isinstance(parsed, dict) else []:
-        if isinstance(block, dict):
-            out.append(str(block.get("text", "")))
-    return "".join(out)
 
 
 def _cut(text: str) -> str:

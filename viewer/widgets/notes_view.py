@@ -16,8 +16,8 @@ from textual.widgets import Static
 
 from rsiframe.archive.log import Event
 from rsiframe.archive.state import Candidate
+from rsiframe.audit.evidence import read_json, read_text
 from rsiframe.errors import RsiError
-from rsiframe.viewer.evidence import read_json, read_text
 
 
 def _json(value: Any) -> RenderableType:

@@ -12,8 +12,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from rsiframe.audit.evidence import Pager
 from rsiframe.errors import RsiError
-from rsiframe.viewer.evidence import Pager
 
 
 class PagedText(VerticalScroll):

@@ -1,4 +1,5 @@
-"""Evidence of one candidate, read on demand: diffs from repo.git and artifacts, paged.
+"""Evidence of one candidate, read on demand: diffs from repo.git, artifacts paged, and the
+text of its model calls (shared by the viewer and the report page).
 
 Everything here reads: git objects through :class:`rsiframe.repo.candidates.CandidateRepo`
 (``git cat-file``, never a command that writes), artifacts by seeking into their
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rsiframe.archive.log import artifact_path
+from rsiframe.archive.log import Event, artifact_path
 from rsiframe.archive.state import Candidate
 from rsiframe.errors import ArchiveCorrupt, RsiError
 from rsiframe.repo.candidates import CandidateRepo
@@ -138,3 +139,85 @@ def read_text(run: Path, digest: str, limit: int = PAGE_BYTES) -> str:
         return Pager(run, digest, limit).page(0)
     except RsiError as exc:
         return f"({exc})"
+
+
+# -- model calls: a request as the model saw it, a response's answer -----------------
+
+
+def calls_of(events: list[Event]) -> list[dict[str, Any]]:
+    """The ``model_call`` events among a candidate's events, in ledger order."""
+    return sorted((ev.data for ev in events if ev.type == "model_call"), key=lambda d: d["seq"])
+
+
+def prompt_text(request: Any) -> str:
+    """A request body as the model saw it: system text, then each message by role."""
+    if not isinstance(request, dict):
+        return str(request)
+    parts = []
+    for key in ("system", "instructions"):
+        if isinstance(request.get(key), str):
+            parts.append(f"[{key}]\n{request[key]}")
+    msgs = request.get("messages", request.get("input"))
+    if isinstance(msgs, str):
+        msgs = [{"role": "user", "content": msgs}]
+    for m in msgs if isinstance(msgs, list) else []:
+        if not isinstance(m, dict):
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        parts.append(f"[{m.get('role', '?')}]\n{content or ''}")
+    if "prompt" in request and not parts:
+        parts.append(str(request["prompt"]))
+    return "\n\n".join(parts)
+
+
+def answer_text(data: bytes) -> str:
+    """A response body's answer: a JSON completion, or a stream's deltas joined."""
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return _stream_text(data)
+    return _completion_text(parsed)
+
+
+def _stream_text(data: bytes) -> str:
+    """A server-sent event stream's text: each ``data:`` line's deltas, joined."""
+    chunks = []
+    for line in data.decode(errors="replace").splitlines():
+        payload = line[5:].strip() if line.startswith("data:") else ""
+        if not payload or payload == "[DONE]":
+            continue
+        try:
+            ev = json.loads(payload)
+        except ValueError:
+            continue
+        chunks += _event_deltas(ev)
+    return "".join(chunks)
+
+
+def _event_deltas(ev: Any) -> list[str]:
+    """The text of one stream event: OpenAI's choices (text or delta) and Anthropic's delta."""
+    out = [
+        str(ch.get("text") or (ch.get("delta") or {}).get("content") or "")
+        for ch in ev.get("choices") or []
+    ]
+    delta = ev.get("delta")
+    if isinstance(delta, dict) and isinstance(delta.get("text"), str):
+        out.append(delta["text"])
+    return out
+
+
+def _completion_text(parsed: Any) -> str:
+    """A JSON completion's text: OpenAI's choices (tool calls shown) or Anthropic's blocks."""
+    out = []
+    for ch in parsed.get("choices") or [] if isinstance(parsed, dict) else []:
+        msg = ch.get("message") or {}
+        out.append(str(ch.get("text") or msg.get("content") or ""))
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            out.append(f"\n[tool call] {fn.get('name')}({fn.get('arguments')})")
+    for block in parsed.get("content") or [] if isinstance(parsed, dict) else []:
+        if isinstance(block, dict):
+            out.append(str(block.get("text", "")))
+    return "".join(out)

@@ -1,4 +1,4 @@
-"""rsiframe.viewer.evidence: a candidate's diff read from repo.git, and artifacts read a
+"""rsiframe.audit.evidence: a candidate's diff read from repo.git, and artifacts read a
 page at a time with their hash checked, never trusted."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 
 from rsiframe.archive.log import put_artifact
 from rsiframe.archive.state import Candidate
+from rsiframe.audit import evidence
+from rsiframe.audit.evidence import Pager, Repo, diff_base, read_json, read_text, unified
 from rsiframe.errors import ArchiveCorrupt
 from rsiframe.repo.candidates import CandidateRepo
 from rsiframe.repo.gittree import snapshot
-from rsiframe.viewer import evidence
-from rsiframe.viewer.evidence import Pager, Repo, diff_base, read_json, read_text, unified
 
 
 def _commit(repo: CandidateRepo, root: Path, files: dict[str, str], parent: str | None) -> str:
