@@ -152,27 +152,19 @@ def linked_answer_problems(
     if not planted:
         problems.append("the linking agent never ran")
     # every certified trial of a linking agent names what was removed from its /app
-    loaded = load_run(exp.run_dir)
-    for c in loaded.state.candidates.values():
-        for tries in c.attempts.values():
-            for a in tries:
-                if a.record is None:
-                    continue
-                for task, digest in a.record.predicate.trajectories.items():
-                    traj = get_json(exp.run_dir, digest)
-                    ref = traj.get("artifacts", {}).get("agent.stdout")
-                    out = get_artifact(exp.run_dir, ref).decode() if ref else ""
-                    if "ATTACK link_answer" not in out:
-                        continue
-                    removed = {r["path"] for r in traj.get("app_removed", [])}
-                    want = {"vlogs", "tests-link"} | (
-                        {"answer.txt"} if variant in ("absolute", "relative") else set()
-                    )
-                    if not want <= removed:
-                        problems.append(
-                            f"{c.id}/{a.split}/{task}: links out of /app not removed and "
-                            f"recorded: {sorted(want - removed)}"
-                        )
+    want = {"vlogs", "tests-link"} | (
+        {"answer.txt"} if variant in ("absolute", "relative") else set()
+    )
+    for t in certified_tasks(exp):
+        ref = t.trajectory.get("artifacts", {}).get("agent.stdout")
+        out = get_artifact(exp.run_dir, ref).decode() if ref else ""
+        if "ATTACK link_answer" not in out:
+            continue
+        removed = {r["path"] for r in t.trajectory.get("app_removed", [])}
+        if not want <= removed:
+            problems.append(
+                f"{t.where}: links out of /app not removed and recorded: {sorted(want - removed)}"
+            )
     return problems[:5] + sound(exp)
 
 
