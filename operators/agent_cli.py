@@ -139,7 +139,7 @@ class AgentCli(MutateOperator):
         work = Mount(ctx.workdir, WORK_INSIDE, writable=True)
         transcript = Mount(logs, TRANSCRIPT_INSIDE, writable=True)
         command = render_command(cfg, instruction, sb.view(work))
-        endpoint = llm.sandbox_endpoints()(f"agent_cli:{ctx.candidate_id}", model=cfg.model)
+        endpoint = llm.sandbox_endpoints()("agent_cli", model=cfg.model)
         argv, mounts, model_env = endpoint.harness(sb, ["sh", "-c", command])
         env = {
             **cfg.host_env(),

@@ -21,8 +21,21 @@ from rsiframe.api import MutateContext, MutateOperator, Mutation
 from rsiframe.operators.edits import EditError, apply_edits, parse_edits
 from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mutation_context
 
+#: the mutator's default temperature: proposals are sampled, as evolutionary code search
+#: samples them (OpenEvolve, the open AlphaEvolve, defaults to 0.7 with top_p 0.95); at 0
+#: the children of one parent would be the same request, the same answer, the same tree
+SAMPLING_TEMPERATURE = 0.7
+
 
 class LlmEditConfig(ModelOperatorConfig, ContextLimits):
+    temperature: float = Field(
+        SAMPLING_TEMPERATURE,
+        ge=0,
+        le=2,
+        description="sampling temperature; the default 0.7 follows evolutionary code search "
+        "(OpenEvolve's default): each child of a parent is its own sample. At 0 every child "
+        "of one parent gets the same answer, and the copies are rejected as duplicates",
+    )
     retries: int = Field(2, ge=0, description="times a failed edit is fed back to the model")
     whole_file_max_bytes: int = Field(
         4000, ge=0, description="files up to this size may be answered whole"

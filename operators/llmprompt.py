@@ -60,7 +60,13 @@ class ModelOperatorConfig(BaseModel):
         description="a built-in template of operators/prompts/ by name, instead of the "
         "operator's own (e.g. dgm_self_improve.md.j2 for agent_cli)",
     )
-    temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature; 0: greedy")
+    temperature: float = Field(
+        0.0,
+        ge=0,
+        le=2,
+        description="sampling temperature; 0 is deterministic (the same request, the same "
+        "answer: the gateway serves a repeat from its cache)",
+    )
     max_tokens: int = Field(4096, ge=1, description="answer tokens asked per call")
     notes: str = Field("", description="text the recipe adds to every prompt")
     max_tokens_per_mutation: int | None = Field(

@@ -104,6 +104,11 @@ class ModelError(RsiError):
     exit_code = EXIT_FAILED
 
 
+class ModelUnavailable(RsiError):
+    """A declared model failed the check ``run`` and ``resume`` make before the first
+    generation (a setup problem: nothing was started)."""
+
+
 class RunNotVerified(RsiError):
     """A run given to compare fails ``verify``: its scores are not read."""
 

@@ -77,3 +77,9 @@ def budget_line(report: dict) -> str:
             shown += f"/{cap}"
         parts.append(f"{label} {shown}")
     return " · ".join(parts)
+
+
+def calls(n: int, cached: int) -> str:
+    """``6 calls, 3 from cache``: model calls, those the ledger answered at no cost apart
+    (as ``status`` writes them, :func:`rsiframe.audit.report.calls_text`)."""
+    return f"{n} {'call' if n == 1 else 'calls'}" + (f", {cached} from cache" if cached else "")

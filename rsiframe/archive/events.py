@@ -8,7 +8,7 @@ model declares makes the line malformed.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,6 +84,9 @@ class CandidateProposed(EventData):
     placement: dict[str, Any] = {}
     #: a merge's two parents ``[first, second]`` (``parent`` is the first); empty otherwise
     parents: list[str] = []
+    #: a proposal that retakes one a kill cut after its model calls were paid: the candidate
+    #: whose RNG and model requests it repeats, so the gateway answers them from its ledger
+    draws: str | None = None
 
 
 class RolloutDone(EventData):
@@ -141,12 +144,21 @@ class CandidateRejected(EventData):
     sandbox: dict[str, Any] = Field(default_factory=dict)
     traceback: str | None = None  # artifact: an operator's traceback
     details: dict[str, Any] | None = None  # a build's details (audit, step logs)
+    #: the tree it would have committed, for a rejection after the duplicate check (validate,
+    #: novelty): a later child with this tree is a duplicate, never evaluated
+    tree: str | None = None
 
 
 class CandidateAbandoned(EventData):
+    """A proposal that ended without an outcome. ``cause``: ``cut`` (a driver died or stopped
+    during its mutation: the generation gets another child in its place) or ``model_outage``
+    (its operator's model failed for infrastructure reasons: a proposal spent, not a
+    rejection of the method)."""
+
     type = "candidate_abandoned"
     id: str
     reason: str = ""
+    cause: Literal["cut", "model_outage"] = "cut"
 
 
 # -- evaluation -------------------------------------------------------------------------
@@ -244,6 +256,30 @@ class ModelCall(EventData):
     violation: str | None = None  # provider_excess
 
 
+#: what the gateway records for a provider's failure (unreachable, 5xx or 429 after its
+#: retries: HTTP 502; or refused the key or the model: 401, 403, 404)
+UPSTREAM = "upstream"
+#: HTTP statuses of an upstream failure that mean the endpoint, not the request, is broken
+_INFRASTRUCTURE = (401, 403, 404, 502)
+
+
+def infrastructure_failure(status: int, code: str | None) -> bool:
+    """Whether a call failed for infrastructure reasons: the provider unreachable, failing
+    after its retries, or refusing the key or the model (a 400 is the request's own fault)."""
+    if status == 502:  # the gateway's "failed after N attempts" (older archives: no code)
+        return True
+    return code == UPSTREAM and status in _INFRASTRUCTURE
+
+
+class ModelsChecked(EventData):
+    """``run`` and ``resume`` checked every declared model with one tiny call before the first
+    generation: metered apart, never charged to the run's model budget."""
+
+    type = "models_checked"
+    #: one row per model: {"model", "tokens", "cost_usd", "latency_ms"}
+    checks: list[dict[str, Any]] = Field(default_factory=list)
+
+
 # -- after evaluation -------------------------------------------------------------------
 
 
@@ -303,6 +339,7 @@ EVENT_TYPES: dict[str, type[EventData]] = {
         EvaluationInterrupted,
         UsageSpent,
         ModelCall,
+        ModelsChecked,
         CandidateGated,
         CandidateRecorded,
         GenerationReflected,

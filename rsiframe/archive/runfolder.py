@@ -97,6 +97,18 @@ class RunPaths:
         return value
 
 
+#: set in a driver's environment while it holds its run's lock, so every process it starts
+#: carries it (``driver_marker``): what a driver killed with SIGKILL left running is found
+#: by it (:mod:`rsiframe.engine.leftovers`); sandboxed commands never see it (their
+#: environment is built from scratch)
+DRIVER_ENV = "RSIFRAME_DRIVER"
+
+
+def driver_marker(paths: RunPaths, pid: int) -> str:
+    """The value of ``DRIVER_ENV`` in the processes the driver ``pid`` of a run starts."""
+    return f"{paths.root}:{pid}"
+
+
 class RunLock:
     """An exclusive flock on ``run.lock``; a second driver of the same run is refused."""
 
@@ -118,18 +130,30 @@ class RunLock:
                     time.sleep(0.1)
                     continue
                 os.close(fd)
+                pid = self.holder()
                 raise RunFolderError(
-                    "the run is already being driven by another process",
+                    "the run is already being driven by another process"
+                    + (f" (pid {pid})" if pid is not None else ""),
                     where=str(self.paths.root),
                 ) from exc
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        os.environ[DRIVER_ENV] = driver_marker(self.paths, os.getpid())
         # no privileged (set-up) sandbox of this process may mount the live run's folder
         protect(self.paths.root, self.paths.work)
         return self
 
+    def holder(self) -> int | None:
+        """The pid the lock file names: the driver that holds the lock, or held it last."""
+        try:
+            return int(self.paths.lockfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def release(self) -> None:
+        if os.environ.get(DRIVER_ENV) == driver_marker(self.paths, os.getpid()):
+            del os.environ[DRIVER_ENV]
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)

@@ -19,6 +19,9 @@ from rsiframe.certs.records import CertifiedRecord, parse_statement
 from rsiframe.certs.signing import BadSignature, RecordVerifier
 from rsiframe.errors import ArchiveCorrupt
 
+#: consecutive calls to one model failing for infrastructure reasons that end a run failed
+OUTAGE_CALLS = 3
+
 CANDIDATE_STATES = (
     "proposed",
     "mutated",
@@ -69,6 +72,8 @@ class Candidate:
     merged_commit: str | None = None  # its commit (the merge commit's second git parent)
     splits: tuple[str, ...] = ()  # its evaluation stages (staged evaluation); empty: default
     uncertified_runs: int = 0  # task runs of its rollout and validate minibatch (tasks_run)
+    draws: str | None = None  # the cut proposal whose RNG and model requests it repeats
+    abandoned_cause: str | None = None  # cut | model_outage (candidate_abandoned)
 
     @property
     def parents(self) -> list[str]:
@@ -188,6 +193,21 @@ class RunState:
     model_ahead: list[int] = field(default_factory=list)
     #: the gateway refused a call for the run's budget (max_model_tokens / max_cost): why
     model_refused: str | None = None
+    #: calls answered from the gateway's ledger at no cost (among ``model_calls``)
+    model_cached: int = 0
+    #: the tiny calls ``run``/``resume`` checked the models with, metered apart from the
+    #: run's budget: {"calls", "tokens", "cost_usd"}
+    model_check: dict[str, Any] = field(default_factory=dict)
+    #: per model, this session's consecutive infrastructure failures: [count, last error]
+    outage_streak: dict[str, list[Any]] = field(default_factory=dict)
+    #: a model failing OUTAGE_CALLS times in a row this session: {"model", "calls", "error"}
+    model_outage: dict[str, Any] | None = None
+    #: proposals a kill cut after their model calls were paid, not yet retaken: the
+    #: candidate whose draws the next proposal repeats -> its parent
+    retakes: dict[str, str] = field(default_factory=dict)
+    #: proposals cut by a driver that died or stopped, or ended by a model outage (no child:
+    #: the generation gets another)
+    cut: int = 0
     #: operators' attempts to read beyond their slot's view (information_flow_violation)
     violations: list[dict[str, Any]] = field(default_factory=list)
     # -- indexes kept as events fold, so no per-step query scans every candidate ------
@@ -278,6 +298,7 @@ class RunState:
         self._close_session()
         self.session_start = ev.ts
         self.terminal = None
+        self.outage_streak, self.model_outage = {}, None  # a new session checked its models
 
     def _close_session(self) -> None:
         if self.session_start is not None:
@@ -295,8 +316,11 @@ class RunState:
             index=len(self.candidates),
             placement=dict(d.placement),
             second_parent=d.parents[1] if len(d.parents) > 1 else None,
+            draws=d.draws,
         )
         self.candidates[c.id] = c
+        if d.draws is not None:
+            self.retakes.pop(d.draws, None)
         self.proposed_in[c.generation] = self.proposed_in.get(c.generation, 0) + 1
 
     def _on_rollout_done(self, ev: Event, d: E.RolloutDone) -> None:
@@ -333,7 +357,23 @@ class RunState:
             self.tree_holders.pop(c.tree, None)
 
     def _on_candidate_abandoned(self, ev: Event, d: E.CandidateAbandoned) -> None:
-        self.candidates[d.id].abandoned = d.reason
+        c = self.candidates[d.id]
+        c.abandoned, c.abandoned_cause = d.reason, d.cause
+        if c.is_seed:
+            return
+        # a cut proposal, or one a model outage ended, is no child of the method: its
+        # generation gets another in its place (after the resume)
+        self.cut += 1
+        self.proposed_in[c.generation] = self.proposed_in.get(c.generation, 1) - 1
+        root = c.draws or c.id
+        if d.cause != "cut" or c.second_parent is not None or c.parent is None:
+            return
+        if self._paid(c.id, root):
+            self.retakes[root] = c.parent
+
+    def _paid(self, *cids: str) -> bool:
+        """Whether the gateway charged any of these candidates' operators for a call."""
+        return any(self.operator_usage.get(cid, (0, 0.0))[0] > 0 for cid in cids)
 
     def _on_evaluation_started(self, ev: Event, d: E.EvaluationStarted) -> None:
         c = self.candidates[d.id]
@@ -444,24 +484,47 @@ class RunState:
         self.tokens += tokens
         self.cost += d.cost_usd
         self.model_calls += 1
+        self.model_cached += int(d.cached)
         self.model_ahead.append(d.seq)
         while self.model_seq + 1 in self.model_ahead:
             self.model_seq += 1
             self.model_ahead.remove(self.model_seq)
-        self._by_slot(d.slot or "run", tokens, d.cost_usd, 1)
+        self._by_slot(d.slot or "run", tokens, d.cost_usd, 1, int(d.cached))
         if d.candidate is not None and d.slot != "evaluate":
             spent = self.operator_usage.get(d.candidate, (0, 0.0))
             self.operator_usage[d.candidate] = (spent[0] + tokens, spent[1] + d.cost_usd)
         if d.status == 429 and d.code in ("max_model_tokens", "max_cost"):
             self.model_refused = d.error or f"the gateway refused a call ({d.code})"
+        self._track_outage(d)
 
-    def _by_slot(self, slot: str, tokens: int, cost: float, calls: int) -> None:
+    def _track_outage(self, d: E.ModelCall) -> None:
+        """Count a model's consecutive infrastructure failures; a paid answer resets them."""
+        if d.status == 200 and not d.cached:
+            self.outage_streak.pop(d.model, None)
+            return
+        if not E.infrastructure_failure(d.status, d.code):
+            return
+        n = int(self.outage_streak.get(d.model, [0])[0]) + 1
+        error = d.error or f"HTTP {d.status}"
+        self.outage_streak[d.model] = [n, error]
+        if n >= OUTAGE_CALLS and self.model_outage is None:
+            self.model_outage = {"model": d.model, "calls": n, "error": error}
+
+    def _on_models_checked(self, ev: Event, d: E.ModelsChecked) -> None:
+        check = self.model_check or {"calls": 0, "tokens": 0, "cost_usd": 0.0}
+        check["calls"] += len(d.checks)
+        check["tokens"] += sum(int(row.get("tokens", 0)) for row in d.checks)
+        check["cost_usd"] += sum(float(row.get("cost_usd", 0.0)) for row in d.checks)
+        self.model_check = check
+
+    def _by_slot(self, slot: str, tokens: int, cost: float, calls: int, cached: int = 0) -> None:
         row = self.models_by_slot.setdefault(
-            slot, {"cost_usd": 0.0, "model_tokens": 0, "model_calls": 0}
+            slot, {"cost_usd": 0.0, "model_tokens": 0, "model_calls": 0, "cached_calls": 0}
         )
         row["cost_usd"] += cost
         row["model_tokens"] += tokens
         row["model_calls"] += calls
+        row["cached_calls"] = row.get("cached_calls", 0) + cached
 
     def _on_run_interrupted(self, ev: Event, d: E.RunInterrupted) -> None:
         self.terminal = {"state": "interrupted", **E.payload(d)}
@@ -504,8 +567,9 @@ class RunState:
         return self.wall_closed + live
 
     def children(self) -> int:
+        """Proposals that count as the method's children (cut ones do not)."""
         seed = self.seed
-        return len(self.candidates) - (1 if seed is not None and seed.is_seed else 0)
+        return len(self.candidates) - (1 if seed is not None and seed.is_seed else 0) - self.cut
 
 
 def fold(events: list[Event], verifier: RecordVerifier) -> RunState:

@@ -17,6 +17,7 @@ from rsiframe.archive.state import CANDIDATE_STATES, Candidate, RunState
 from rsiframe.engine.budget import BudgetGuard
 from rsiframe.errors import RunFolderError, shown_path
 from rsiframe.evaluators import health
+from rsiframe.gateway.ledger import LedgerTail
 from rsiframe.recipe.schema import Budget
 
 
@@ -107,7 +108,16 @@ class StatusReport(BaseModel):
     cost_usd: float = 0.0
     model_tokens: int = 0
     model_calls: int = 0
+    #: of ``model_calls``, those answered from the gateway's ledger at no cost
+    model_calls_cached: int = 0
     models_by_slot: dict[str, dict[str, Any]] = {}
+    #: the models' check before each session's first generation, metered apart from the
+    #: budget: {"calls", "tokens", "cost_usd"} (empty: none was made)
+    model_check: dict[str, Any] = {}
+    #: calls in the gateway's ledger that no event records yet (a driver killed after the
+    #: gateway recorded them; the next resume records them): {"calls", "paid", "tokens",
+    #: "cost_usd"} (empty: none)
+    unrecorded: dict[str, Any] = {}
     #: what the run warned about as it began (a config valid but likely not meant)
     warnings: list[str] = []
 
@@ -184,11 +194,32 @@ def status_of(loaded: LoadedRun) -> StatusReport:
         cost_usd=round(st.cost, 6),
         model_tokens=st.tokens,
         model_calls=st.model_calls,
+        model_calls_cached=st.model_cached,
         models_by_slot={
-            slot: {**row, "cost_usd": round(row["cost_usd"], 6)}
+            slot: {"cached_calls": 0, **row, "cost_usd": round(row["cost_usd"], 6)}
             for slot, row in sorted(st.models_by_slot.items())
         },
+        model_check={**st.model_check, "cost_usd": round(st.model_check["cost_usd"], 6)}
+        if st.model_check
+        else {},
+        unrecorded=unrecorded_calls(loaded),
     )
+
+
+def unrecorded_calls(loaded: LoadedRun) -> dict[str, Any]:
+    """The ledger's entries no ``model_call`` event holds yet: what the gateway recorded
+    (and the provider was paid) after the driver's last event."""
+    tail = LedgerTail(loaded.paths.root / "model-calls" / "ledger.jsonl")  # runmodels.FOLDER
+    entries = [e for e in tail.read() if not loaded.state.model_seen(e.seq)]
+    if not entries:
+        return {}
+    paid = [e for e in entries if e.status == 200 and not e.cached]
+    return {
+        "calls": len(entries),
+        "paid": len(paid),
+        "tokens": sum(e.prompt_tokens + e.completion_tokens for e in entries),
+        "cost_usd": round(sum(e.cost_usd for e in entries), 6),
+    }
 
 
 def health_lines(st: RunState) -> list[str]:
@@ -313,17 +344,8 @@ def print_summary(
 
 
 def _print_models_and_health(report: StatusReport, console: Console) -> None:
-    if report.model_calls or report.model_tokens or report.cost_usd:
-        slots = ", ".join(
-            f"{slot} ${row['cost_usd']:.4f}/{row['model_tokens']} tok/{row['model_calls']}"
-            for slot, row in report.models_by_slot.items()
-        )
-        console.print(
-            f"models: ${report.cost_usd:.4f}, {report.model_tokens} tokens, "
-            f"{report.model_calls} calls ({slots})",
-            highlight=False,
-            markup=False,
-        )
+    for line in model_lines(report):
+        console.print(line, highlight=False, markup=False)
     for line in report.health:
         console.print(Text(f"infrastructure errors: {line}", style="red"))
 
@@ -341,6 +363,42 @@ def next_steps(report: StatusReport, after: str) -> str:
         steps = ["view", "status", "verify"]
     cmds = [f"rsiframe {s} {where}" + (head if s == "verify" else "") for s in steps if s != after]
     return "next: " + "   ".join(cmds)
+
+
+def calls_text(calls: int, cached: int) -> str:
+    """``6 calls, 3 from cache``: what was paid and what the ledger answered, apart."""
+    noun = "call" if calls == 1 else "calls"
+    return f"{calls} {noun}" + (f", {cached} from cache" if cached else "")
+
+
+def model_lines(report: StatusReport) -> list[str]:
+    """The models' lines of the summary: the run's calls (paid and cached apart), the
+    check before each session, and calls the ledger holds that no event records yet."""
+    lines = []
+    if report.model_calls or report.model_tokens or report.cost_usd:
+        slots = ", ".join(
+            f"{slot} ${row['cost_usd']:.4f}/{row['model_tokens']} tok/"
+            f"{calls_text(row['model_calls'], row.get('cached_calls', 0))}"
+            for slot, row in report.models_by_slot.items()
+        )
+        lines.append(
+            f"models: ${report.cost_usd:.4f}, {report.model_tokens} tokens, "
+            f"{calls_text(report.model_calls, report.model_calls_cached)} ({slots})"
+        )
+    if report.model_check:
+        c = report.model_check
+        lines.append(
+            f"model check: {calls_text(c['calls'], 0)}, {c['tokens']} tokens, "
+            f"${c['cost_usd']:.6f} (before each session; not charged to the budget)"
+        )
+    if report.unrecorded:
+        u = report.unrecorded
+        paid = "paid call" if u["paid"] == 1 else "paid calls"
+        lines.append(
+            f"{u['paid']} {paid} not yet recorded ({u['calls']} in the gateway's ledger past "
+            f"the events: {u['tokens']} tokens, ${u['cost_usd']:.6f}); resume records them"
+        )
+    return lines
 
 
 def candidate_table(report: StatusReport) -> Table:

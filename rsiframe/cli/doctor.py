@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,17 +26,7 @@ import click
 from pydantic import BaseModel
 
 from rsiframe.cli.common import friendly, print_json
-from rsiframe.errors import ModelError, RecipeError, RsiError
-
-#: what a doctor's model call asks: a handful of tokens, whatever the model answers
-PING = [{"role": "user", "content": "Reply with the single word: ok"}]
-PING_MAX_TOKENS = 8
-#: one attempt, and not the recipe's long timeout: doctor should answer quickly
-PING_TIMEOUT_S = 30.0
-#: the gateway's wrapping of an upstream failure (doctor asks once: no retries to count)
-_RETRIED = re.compile(
-    r"^model call failed \(HTTP 502\): model '[^']*' failed after \d+ attempts?: "
-)
+from rsiframe.errors import RecipeError, RsiError
 
 
 class Check(BaseModel):
@@ -200,87 +187,21 @@ def needs(recipe: Any | None, evaluator_config: Any | None) -> set[str]:
 def model_checks(
     models: Mapping[str, Any], environ: Mapping[str, str] | None = None
 ) -> list[Check]:
-    """One tiny, metered call to each declared model through a gateway of its own."""
-    from rsiframe.gateway.app import Gateway, Ledger
+    """One tiny, metered call to each declared model through a gateway of its own (the
+    check ``run`` and ``resume`` make too: :mod:`rsiframe.gateway.modelcheck`)."""
+    from rsiframe.gateway.modelcheck import ping_models
 
-    checks: list[Check] = []
-    reachable = {}
-    for name, spec in models.items():
-        try:
-            spec.resolve(environ)
-        except RecipeError as exc:
-            checks.append(Check(name=f"model {name}", ok=False, needed=True, detail=exc.message))
-            continue
-        timeout = min(spec.timeout_s, PING_TIMEOUT_S)
-        reachable[name] = spec.model_copy(update={"retries": 0, "timeout_s": timeout})
-    if not reachable:
-        return checks
-    with tempfile.TemporaryDirectory(prefix="rsiframe-doctor-") as tmp:
-        gw = Gateway(reachable, Ledger(Path(tmp), fsync=False), environ=environ).start()
-        try:
-            for name, spec in reachable.items():
-                checks.append(_ping(gw, name, spec))
-        finally:
-            gw.stop()
-    order = list(models)
-    return sorted(checks, key=lambda c: order.index(c.name.removeprefix("model ")))
-
-
-def _ping(gw: Any, name: str, spec: Any) -> Check:
-    where = f"{spec.model} at {gw.resolved[name].base_url}"
-    token = gw.consumer(f"doctor:{name}", models=[name]).token
-    t0 = time.perf_counter()
-    try:
-        _call(gw.url, token, name, spec.api)
-    except ModelError as exc:
-        reason = _RETRIED.sub("", exc.message).removeprefix("model call failed ")
-        return Check(name=f"model {name}", ok=False, needed=True, detail=f"{where}: {reason}")
-    ms = (time.perf_counter() - t0) * 1000
-    entries = [e for e in _entries(gw) if e.model == name and e.status == 200]
-    tokens = sum(e.prompt_tokens + e.completion_tokens for e in entries)
-    cost = sum(e.cost_usd for e in entries)
-    detail = f"{where} answered in {ms:.0f} ms ({tokens} tokens, ${cost:.6f})"
-    return Check(
-        name=f"model {name}", ok=True, needed=True, detail=detail, tokens=tokens, cost_usd=cost
-    )
-
-
-def _entries(gw: Any) -> list[Any]:
-    import json
-
-    from rsiframe.gateway.ledger import Entry
-
-    lines = gw.ledger.path.read_text().splitlines() if gw.ledger.path.exists() else []
-    return [Entry(**json.loads(line)) for line in lines]
-
-
-def _call(url: str, token: str, name: str, api: str) -> None:
-    """The tiny call; ModelError when it fails or the answer is not a model's answer."""
-    import httpx
-
-    from rsiframe.llm import GatewayClient
-
-    if api == "openai":
-        client = GatewayClient(url, token, timeout=PING_TIMEOUT_S + 5)
-        try:
-            client.chat(name, PING, max_tokens=PING_MAX_TOKENS)
-        finally:
-            client.close()
-        return
-    body = {"model": name, "max_tokens": PING_MAX_TOKENS, "messages": PING}
-    try:
-        r = httpx.post(
-            url + "/messages", json=body, headers={"x-api-key": token}, timeout=PING_TIMEOUT_S + 5
+    return [
+        Check(
+            name=f"model {p.model}",
+            ok=p.ok,
+            needed=True,
+            detail=p.detail,
+            tokens=p.tokens if p.ok else None,
+            cost_usd=p.cost_usd if p.ok else None,
         )
-        data = r.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise ModelError(f"the gateway did not answer: {exc}") from exc
-    if r.status_code != 200:
-        err = data.get("error") if isinstance(data, dict) else None
-        msg = err.get("message") if isinstance(err, dict) else str(data)[:200]
-        raise ModelError(f"(HTTP {r.status_code}): {msg}")
-    if not isinstance(data, dict) or not isinstance(data.get("content"), list):
-        raise ModelError(f"model {name!r} answered without content")
+        for p in ping_models(models, environ)
+    ]
 
 
 # -- the command -----------------------------------------------------------------------

@@ -68,6 +68,13 @@ def _drive(engine: Engine, quiet: bool, as_json: bool) -> None:
         sys.exit(EXIT_FAILED)
 
 
+NO_MODEL_CHECK = click.option(
+    "--no-model-check",
+    is_flag=True,
+    help="do not check the declared models with one tiny call before the first generation",
+)
+
+
 class _Null:
     def __enter__(self) -> None:
         return None
@@ -94,6 +101,7 @@ class _Null:
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
 @RAY_ADDRESS
+@NO_MODEL_CHECK
 @friendly
 def run(
     recipe: Path,
@@ -104,6 +112,7 @@ def run(
     quiet: bool,
     as_json: bool,
     ray_address: str | None,
+    no_model_check: bool,
 ) -> None:
     """Start a run of RECIPE. Prints the run folder on the first line of stdout.
 
@@ -113,11 +122,24 @@ def run(
     proposal whenever a slot frees and is NOT deterministic. Ctrl-C stops new work,
     waits up to $RSIFRAME_GRACE_S seconds (default 10) for work in flight, then kills
     its sandboxes; `resume` re-runs what was open.
+
+    Each model the recipe declares first answers one tiny call (metered apart, not charged
+    to the run's budget); one that does not stops the run before its folder exists (exit
+    2). A model failing for infrastructure reasons 3 calls in a row during the run ends it
+    `failed`, resumable.
     """
     from rsiframe.engine.loop import Engine
 
     sigterm_as_interrupt()
-    engine = Engine.create(recipe, list(sets), out, ray_address, unsets=list(unsets), method=method)
+    engine = Engine.create(
+        recipe,
+        list(sets),
+        out,
+        ray_address,
+        unsets=list(unsets),
+        method=method,
+        model_check=not no_model_check,
+    )
     click.echo(str(engine.paths.root))
     sys.stdout.flush()
     for line in engine.state.warnings:  # also in run_started, shown by status
@@ -131,15 +153,33 @@ def run(
 @click.option("--quiet", "-q", is_flag=True, help="no live progress")
 @click.option("--json", "as_json", is_flag=True, help="end with the status as JSON")
 @RAY_ADDRESS
+@NO_MODEL_CHECK
 @friendly
 def resume(
-    run_dir: Path, retry_failed: bool, quiet: bool, as_json: bool, ray_address: str | None
+    run_dir: Path,
+    retry_failed: bool,
+    quiet: bool,
+    as_json: bool,
+    ray_address: str | None,
+    no_model_check: bool,
 ) -> None:
-    """Continue an interrupted run after re-verifying its archive and locks."""
+    """Continue an interrupted run after re-verifying its archive and locks.
+
+    Right after a driver was killed, what it left running is settled first: its gateway
+    recording the calls it was answering is waited for (bounded), anything else of it is
+    ended; a line says which. A run still driven by a live process is refused. Each
+    declared model first answers one tiny call, as for `run`.
+    """
     from rsiframe.engine.loop import Engine
 
     sigterm_as_interrupt()
-    engine, notes = Engine.open(run_dir, retry_failed=retry_failed, ray_address=ray_address)
+    engine, notes = Engine.open(
+        run_dir,
+        retry_failed=retry_failed,
+        ray_address=ray_address,
+        model_check=not no_model_check,
+        say=lambda line: click.echo(f"rsiframe: {line}", err=True),
+    )
     click.echo(str(engine.paths.root))
     for note in notes:
         click.echo(f"rsiframe: {note}", err=True)

@@ -175,10 +175,13 @@ def recipe_check(
                 "seed_files": len(info.seed.entries),
                 "operators": {slot: spec.operator for slot, spec in _slots(info)},
                 "models": info.models.as_json() if info.models else None,
+                "warnings": info.warnings,
             }
         )
     else:
         click.echo(f"{file}: ok ({info})")
+        for warning in info.warnings:
+            click.echo(f"rsiframe: warning: {warning}", err=True)
 
 
 @recipe.command("show")

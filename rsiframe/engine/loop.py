@@ -29,9 +29,11 @@ from rsiframe.archive.log import Event
 from rsiframe.archive.snapshot import save_snapshot
 from rsiframe.archive.state import Candidate
 from rsiframe.engine.certify import Binding, FinishedEvaluation, certified_code, certify
+from rsiframe.engine.duplicates import TreeClaims
 from rsiframe.engine.evaluation import Job, Stages, TaskRunner, base_split, evaluate
 from rsiframe.engine.hooks import Lifecycle, Notice, ProgressRelay
 from rsiframe.engine.inflight import Closure, Inflight
+from rsiframe.engine.preflight import warnings as preflight_warnings
 from rsiframe.engine.review import gate, record, reflect
 from rsiframe.engine.runstart import RunParts, create_run, open_run
 from rsiframe.engine.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
@@ -89,6 +91,9 @@ class Engine:
         }
         self.budget = budget_guard(r.budget, self.stages, ops)  # task runs too
         self.sched = Scheduler(r, self.state, self.budget, self.inflight, "reflect" in ops)
+        self.pings = parts.pings  # the models' check, recorded once the session has begun
+        # the duplicate rule: the earlier proposal keeps a tree in generational mode
+        self.claims = TreeClaims(self.state, ordered=self.sched.generational)
         self.models = self._start_models()  # the run's gateway process (issue 13), or None
         self.calls = self._operator_calls(ops)
         self.tasks = self._task_runner(parts.executor)
@@ -98,6 +103,8 @@ class Engine:
         )
         self.transaction = self._transaction()
         self._add_hooks()
+        if self.models is not None:  # calls recorded after an earlier driver died, folded
+            self.models.drain()
 
     def _start_models(self) -> RunModels | None:
         try:
@@ -118,9 +125,20 @@ class Engine:
             self.timings,
             progress=self.relay,
             horizon=self.sched.horizon,
-            models=self.models.scope if self.models is not None else None,
+            models=self._model_scope if self.models is not None else None,
             before_call=self.inflight.synced,
+            draws=self._draws_of,
         )
+
+    def _draws_of(self, cid: str) -> str:
+        """The candidate whose draws (RNG, model requests) ``cid``'s operator calls repeat:
+        a cut proposal's, for the proposal that retakes it; its own otherwise."""
+        c = self.state.candidates.get(cid)
+        return c.draws if c is not None and c.draws else cid
+
+    def _model_scope(self, cid: str, slot: str, config: Any) -> Any:
+        assert self.models is not None
+        return self.models.scope(cid, slot, config, draws=self._draws_of(cid))
 
     def _task_runner(self, executor: Executor) -> TaskRunner:
         return TaskRunner(
@@ -150,8 +168,10 @@ class Engine:
             self.archive.put,
             self.emit,
             self.meter,
+            self.claims,
             splits=self.stages.splits,
             merge_rate=getattr(r.slots.get("merge"), "rate", 0.0),
+            outage_of=self.models.outage_of if self.models is not None else _no_outage,
         )
 
     def _add_hooks(self) -> None:
@@ -159,6 +179,7 @@ class Engine:
         (every other hook reads the folded state), then progress, then the meters."""
         self.hooks.add_hook(Lifecycle.EVENT_WRITTEN, self._fold)
         self.hooks.add_hook(Lifecycle.EVENT_WRITTEN, self.relay.on_event)
+        self.hooks.add_hook(Lifecycle.EVENT_WRITTEN, self.claims.on_event)
         self.hooks.add_hook(Lifecycle.TASK_RUNS_CHARGED, self.meter.on_charged)
         self.hooks.add_hook(Lifecycle.MODEL_TOKENS_SPENT, self.tasks.on_tokens_spent)
         if self.models is not None:
@@ -188,23 +209,44 @@ class Engine:
         unsets: list[str] | None = None,
         replay_of: Path | None = None,
         method: str | Path | None = None,
+        model_check: bool = True,
     ) -> Engine:
-        """Validate everything, then create the run folder, keys, locks and the seed commit
-        (``method``: the recipe's target run with that method)."""
-        parts, started = create_run(recipe_path, sets, out, ray_address, unsets, replay_of, method)
+        """Validate everything (with ``model_check``, each declared model answers one tiny
+        call), then create the run folder, keys, locks and the seed commit (``method``: the
+        recipe's target run with that method)."""
+        parts, started = create_run(
+            recipe_path, sets, out, ray_address, unsets, replay_of, method, model_check
+        )
         engine = cls(parts)
-        warned = start_warnings(engine.calls.ops, engine.recipe, engine.task_lock.split)
+        warned = [
+            *preflight_warnings(engine.resolved),
+            *start_warnings(engine.calls.ops, engine.recipe, engine.task_lock.split),
+        ]
         engine.emit(started.model_copy(update={"warnings": warned}))
         engine.emit(E.SessionStarted(resumed=False))
+        engine._record_check()
         return engine
 
     @classmethod
     def open(
-        cls, root: Path, retry_failed: bool = False, ray_address: str | None = None
+        cls,
+        root: Path,
+        retry_failed: bool = False,
+        ray_address: str | None = None,
+        *,
+        model_check: bool = True,
+        say: Callable[[str], None] = lambda line: None,
     ) -> tuple[Engine, list[str]]:
-        """Re-verify archive and locks, then rebuild the engine of an existing run."""
-        parts, notes = open_run(root, ray_address)
+        """Re-verify archive and locks, then rebuild the engine of an existing run (what a
+        killed driver left running is settled first: ``say`` tells how)."""
+        parts, notes = open_run(root, ray_address, model_check=model_check, say=say)
         return cls(parts, retry_failed=retry_failed, resumed=True), notes
+
+    def _record_check(self) -> None:
+        """The models' check of this session, metered apart from the run's budget."""
+        if self.pings:
+            self.emit(E.ModelsChecked(checks=[p.as_row() for p in self.pings]))
+            self.pings = []
 
     def close(self) -> None:
         if self.models is not None:  # every exit path: finished, failed, Ctrl-C
@@ -265,6 +307,7 @@ class Engine:
             if self.resumed:
                 self.resumed = False
                 self.emit(E.SessionStarted(resumed=True, retry_failed=self.retry_failed))
+                self._record_check()
             try:
                 while (outcome := self._step()) is None or outcome == WAIT:
                     self.inflight.pause(outcome == WAIT)  # results of work in flight land here
@@ -286,6 +329,8 @@ class Engine:
         only work in flight can move the run on, else the run's end state."""
         if self._tidy():
             return None
+        if (outage := self.state.model_outage) is not None:  # a broken endpoint, not a score
+            raise RunFailure(outage_reason(outage))
         seed = self.state.seed
         if seed is None or seed.commit is None:  # (a crash between the seed's two events)
             self._record_seed(seed)
@@ -478,6 +523,19 @@ class Engine:
 
     def _recorded(self, c: Candidate) -> None:
         self.emit(record(self.calls, self.state, c))
+
+
+def _no_outage(cid: str, slot: str) -> str | None:
+    return None
+
+
+def outage_reason(outage: dict[str, Any]) -> str:
+    """One line: the model, its endpoint and the error, and that the run resumes."""
+    error = " ".join(str(outage.get("error", "")).split())
+    return (
+        f"model {outage.get('model')!r} failed {outage.get('calls')} calls in a row for "
+        f"infrastructure reasons: {error} (resume once it answers)"
+    )
 
 
 __all__ = ["SPLITS", "Engine", "OperatorFailed", "Progress", "RunFailure"]

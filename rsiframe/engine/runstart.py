@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rsiframe import __version__
 from rsiframe.archive.events import RunStarted
@@ -22,8 +22,9 @@ from rsiframe.archive.log import Archive, Event
 from rsiframe.archive.runfolder import RunLock, RunPaths
 from rsiframe.archive.state import RunState
 from rsiframe.certs.signing import EVENT_TYPE, Signer, create_signer, load_signer
+from rsiframe.engine import leftovers
 from rsiframe.engine.hooks import Hooks
-from rsiframe.engine.preflight import plan
+from rsiframe.engine.preflight import ping_or_refuse, plan
 from rsiframe.errors import ArchiveCorrupt, LockMismatch, RunFolderError
 from rsiframe.evaluators.base import Evaluator
 from rsiframe.evaluators.registry import build_evaluator, evaluator_changes, evaluator_parts
@@ -37,6 +38,9 @@ from rsiframe.recipe.overrides import folder_safe
 from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
 from rsiframe.slots import identity as opidentity
 from rsiframe.tasks.taskset import TaskLock, TaskSet
+
+if TYPE_CHECKING:
+    from rsiframe.gateway.modelcheck import ModelPing
 
 
 @dataclass
@@ -56,6 +60,8 @@ class RunParts:
     executor: Executor = field(default_factory=LocalExecutor)  # this session's (issue 11.3)
     #: the run's lifecycle hooks: the archive notifies them of every event it writes
     hooks: Hooks = field(default_factory=Hooks)
+    #: the declared models' check before this session's first generation (``models_checked``)
+    pings: list[ModelPing] = field(default_factory=list)
 
 
 def create_run(
@@ -66,28 +72,22 @@ def create_run(
     unsets: list[str] | None = None,
     replay_of: Path | None = None,
     method: str | Path | None = None,
+    model_check: bool = True,
 ) -> tuple[RunParts, RunStarted]:
     """Validate everything, then create the run folder, keys, locks and the seed commit;
     returns the parts and the ``run_started`` event to record first. ``replay_of``: the
     ledger folder whose answers alone a replay's gateway serves (no endpoint needed);
-    ``method``: the recipe's target run with that method (``--method``)."""
-    p = plan(recipe_path, sets, ray_address, unsets, replay=replay_of is not None, method=method)
+    ``method``: the recipe's target run with that method (``--method``); ``model_check``:
+    each declared model answers one tiny call before the folder exists."""
+    p = plan(recipe_path, sets, ray_address, unsets, replay=replay_of is not None,
+             method=method, model_check=model_check)  # fmt: skip
     # connected before the run folder exists: a cluster that fails leaves nothing behind
     executor = open_executor(p.executor, p.executor_key)
     resolved, taskset, split, seed_snap = p.resolved, p.taskset, p.split, p.seed
     r = resolved.recipe
 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    root = out if out is not None else Path("archive") / f"{folder_safe(r.name)}-{stamp}"
-    n = 2
-    base = root
-    while out is None and root.exists():
-        root = base.with_name(f"{base.name}-{n}")
-        n += 1
-    if root.exists() and any(root.iterdir()):
-        raise RunFolderError("output folder exists and is not empty", where=str(root))
-    root.mkdir(parents=True, exist_ok=True)
-    paths = RunPaths(root.resolve())
+    paths = RunPaths(_new_folder(out, Path("archive") / f"{folder_safe(r.name)}-{stamp}"))
     lock = RunLock(paths).acquire()
     run_id = f"{folder_safe(r.name)}-{stamp}-{random.SystemRandom().randrange(16**6):06x}"
 
@@ -135,15 +135,36 @@ def create_run(
     archive = open_archive(paths, None, signer, hooks)
     parts = RunParts(
         paths, resolved, state, archive, signer, task_lock, taskset, evaluator, repo, lock,
-        executor, hooks,
+        executor, hooks, p.pings,
     )  # fmt: skip
     return parts, started
 
 
-def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list[str]]:
-    """Re-verify archive and locks, then open an existing run; notes on repairs made."""
+def _new_folder(out: Path | None, default: Path) -> Path:
+    """The new run's folder: ``out`` (empty or absent), or ``default`` made unique."""
+    root, n = (out if out is not None else default), 2
+    while out is None and root.exists():
+        root = default.with_name(f"{default.name}-{n}")
+        n += 1
+    if root.exists() and any(root.iterdir()):
+        raise RunFolderError("output folder exists and is not empty", where=str(root))
+    root.mkdir(parents=True, exist_ok=True)
+    return root.resolve()
+
+
+def open_run(
+    root: Path,
+    ray_address: str | None = None,
+    *,
+    model_check: bool = True,
+    say: Callable[[str], None] = lambda line: None,
+) -> tuple[RunParts, list[str]]:
+    """Re-verify archive and locks, then open an existing run; notes on repairs made.
+    What a killed driver left running is waited for or ended first (``say`` tells which);
+    with ``model_check``, each declared model answers one tiny call before anything of
+    the run is touched."""
     paths = RunPaths(Path(root).resolve()).check()
-    lock = RunLock(paths).acquire()
+    lock = leftovers.take_lock(paths, say)
     try:
         loaded = load_run(paths.root, snapshot=True)  # the fold resumes from a signed snapshot
         st = loaded.state
@@ -167,6 +188,9 @@ def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list
         signer = load_signer(st.run_id, st.verifier.keyid)
         spec, key = session_spec(resolved.recipe.evaluator.executor, ray_address)
         check(spec, key, resolved.recipe.evaluator.engine)
+        models = resolved.recipe.models
+        replay = (paths.root / MODELS_FOLDER / REPLAY_OF).is_file()  # no endpoint to check
+        pings = ping_or_refuse(models, str(paths.root)) if model_check and not replay else []
         executor = open_executor(spec, key)
         repo = CandidateRepo(paths.repo, paths.work / "exports")
         # only once every check passed is the archive touched: a refusal changes nothing
@@ -182,7 +206,7 @@ def open_run(root: Path, ray_address: str | None = None) -> tuple[RunParts, list
         raise
     parts = RunParts(
         paths, resolved, st, archive, signer, task_lock, taskset, evaluator, repo, lock,
-        executor, hooks,
+        executor, hooks, pings,
     )  # fmt: skip
     return parts, notes
 

@@ -2,14 +2,22 @@
 
 ::
 
-    select -> rollout -> [analyze] -> mutate -> GUARDRAIL -> [validate] -> [novelty] -> commit
+    select -> rollout -> [analyze] -> mutate -> GUARDRAIL -> DUPLICATE -> [validate]
+      -> [novelty] -> commit
 
 :meth:`Transaction.select` picks the parent (the engine then records
 ``candidate_proposed``); :meth:`Transaction.run` does the rest in a work folder of
 its own and returns an :data:`Outcome`, the ``candidate_mutated`` or
 ``candidate_rejected`` event the engine records. Evidence on the way
 (``rollout_done``, ``analysis_done``, ``usage``) goes through ``emit``, the run's
-one writer. The guardrail belongs to the framework; operators only return results.
+one writer. The guardrail and the duplicate rule (:mod:`~rsiframe.engine.duplicates`)
+belong to the framework; operators only return results.
+
+A proposal a kill cut after its model calls were paid is retaken: the next proposal takes
+its parent and its draws (RNG and model requests, ``draws``), so the gateway serves the
+answers it paid for from its ledger. An operator whose last model call failed for
+infrastructure reasons (by the gateway's record, not the operator's word) abandons its
+child (``model_outage``) instead of having it rejected as the method's failure.
 """
 
 from __future__ import annotations
@@ -36,11 +44,12 @@ from rsiframe.api import (
 )
 from rsiframe.archive import events as E
 from rsiframe.archive.state import Candidate, RunState
+from rsiframe.engine.duplicates import TreeClaims
 from rsiframe.engine.evaluation import TaskRunner
 from rsiframe.engine.taskruns import TaskRunMeter
 from rsiframe.errors import RsiError
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
-from rsiframe.repo.gittree import Snapshot, snapshot
+from rsiframe.repo.gittree import FlatTree, Snapshot, snapshot
 from rsiframe.repo.guardrail import check as guardrail_check
 from rsiframe.repo.merge import merge_base, three_way
 from rsiframe.slots.calls import OperatorCalls, OperatorFailed
@@ -49,8 +58,10 @@ from rsiframe.surface import Surface
 from rsiframe.tasks.taskset import TaskLock
 from rsiframe.util.digest import canonical_json
 
+#: a validate step's commands changed the tree it checked
+VALIDATE_CHANGED = "the validate step changed the tree"
 #: what a transaction ends with: the event the engine records for the candidate
-Outcome = E.CandidateMutated | E.CandidateRejected
+Outcome = E.CandidateMutated | E.CandidateRejected | E.CandidateAbandoned
 Emit = Callable[[E.EventData], Any]
 
 
@@ -79,11 +90,15 @@ class Transaction:
         put: Callable[[bytes], str],
         emit: Emit,
         meter: TaskRunMeter,
+        claims: TreeClaims,
         *,
         splits: list[str] | None = None,
         merge_rate: float = 0.0,
+        outage_of: Callable[[str, str], str | None] = lambda cid, slot: None,
     ) -> None:
-        """``meter``: charges a rollout's and a minibatch's uncertified task runs."""
+        """``meter``: charges a rollout's and a minibatch's uncertified task runs;
+        ``claims``: the trees candidates hold (the duplicate rule); ``outage_of``: the
+        infrastructure failure an operator call's last model call ended on, if any."""
         self.calls = calls
         self.repo = repo
         self.tasks = tasks
@@ -95,6 +110,8 @@ class Transaction:
         self.emit = emit
         self.splits = list(splits or [])  # a child's evaluation stages (staged evaluation)
         self.merge_rate = merge_rate
+        self.claims = claims
+        self.outage_of = outage_of
         #: merges proposed by select, run by :meth:`run`: (plan, second parent, base)
         self._merges: dict[str, tuple[MergePlan, Candidate, Candidate]] = {}
 
@@ -108,7 +125,29 @@ class Transaction:
     # -- select ---------------------------------------------------------------------
 
     def select(self, state: RunState, cid: str, generation: int) -> E.CandidateProposed:
-        """The parent of the next child, as the event that proposes it."""
+        """The parent of the next child, as the event that proposes it (a cut proposal's
+        retake, or select's choice)."""
+        proposed = self._retake(state, cid, generation) or self._selected(state, cid, generation)
+        self.claims.opened(cid, len(state.candidates))
+        return proposed
+
+    def _retake(self, state: RunState, cid: str, generation: int) -> E.CandidateProposed | None:
+        """The next proposal retakes the earliest one a kill cut after its model calls were
+        paid: same parent, same draws (select already chose that parent for it)."""
+        if not state.retakes:
+            return None
+        draws, parent = next(iter(state.retakes.items()))
+        cut = state.candidates[draws]
+        return E.CandidateProposed(
+            id=cid,
+            parent=parent,
+            generation=generation,
+            reason=f"retakes {draws} (cut by a kill after its model calls were paid)",
+            placement=cut.placement,
+            draws=draws,
+        )
+
+    def _selected(self, state: RunState, cid: str, generation: int) -> E.CandidateProposed:
         ctx = SelectContext(
             self.calls.view, self.calls.rng(cid, "select"), generation, candidate_id=cid
         )
@@ -176,7 +215,8 @@ class Transaction:
     # -- the rest -------------------------------------------------------------------
 
     def run(self, cid: str, parent: Candidate, generation: int, workdir: Path) -> Outcome:
-        """Rollout to commit in ``workdir`` (or a merge); an operator's failure rejects it."""
+        """Rollout to commit in ``workdir`` (or a merge); an operator's failure rejects it
+        (abandons it, when the gateway saw its model fail for infrastructure reasons)."""
         try:
             merge = self._merges.pop(cid, None)
             if merge is not None:
@@ -185,13 +225,20 @@ class Transaction:
                 outcome = self._steps(cid, parent, generation, workdir)
         except OperatorFailed as exc:
             outcome = self._failed(cid, exc)
+        finally:
+            self.claims.closed(cid)
         if (why := self.meter.refused.pop(cid, None)) is not None:  # max_task_runs: the run
             return E.CandidateRejected(id=cid, stage="budget", reasons=[why])  # ends exhausted
         return outcome
 
-    def _failed(self, cid: str, exc: OperatorFailed) -> E.CandidateRejected:
+    def _failed(self, cid: str, exc: OperatorFailed) -> Outcome:
         """An operator's failure rejects the child with its traceback; a skipped proposal
-        (the operator's method declined it) with its reason only."""
+        (the operator's method declined it) with its reason only; one whose last model call
+        failed for infrastructure reasons (by the gateway's record) abandons it."""
+        outage = self.outage_of(cid, exc.slot)
+        if outage is not None:  # the model's fault, by the gateway's record: not the method's
+            reason = f"model outage in {exc.slot}: {outage}"
+            return E.CandidateAbandoned(id=cid, reason=reason, cause="model_outage")
         if isinstance(exc.__cause__, ProposalSkipped):
             why = f"{exc.slot} skipped the proposal: {exc.__cause__}"
             return E.CandidateRejected(id=cid, stage=exc.slot, reasons=[why])
@@ -266,7 +313,8 @@ class Transaction:
         second: Candidate | None = None,
         rollout: Rollout | None = None,
     ) -> Outcome:
-        """Guardrail, validate, novelty and the commit (a merge commit with ``second``)."""
+        """Guardrail, the duplicate rule, validate, novelty and the commit (a merge commit
+        with ``second``)."""
         calls, view, pview = self.calls, self.calls.view, as_view(parent)
         assert parent.commit is not None
         # guardrail: the actual tree diff against the surface (framework-owned)
@@ -283,6 +331,12 @@ class Transaction:
         if not report.changes:
             step = "mutate" if second is None else "merge"
             return reject(step, [f"the {step} changed nothing"], None)
+        tree = self.repo.store(snap)
+        # the duplicate rule (framework-owned): no validate, commit or evaluation for a tree
+        # some candidate already holds
+        if (twin := self.claims.claim(cid, tree)) is not None:
+            return reject("duplicate", [f"duplicate of {twin}"], None)
+        reject = _Rejector(self.repo, cid, parent, mutation, tree)  # a rejection holds it
         validated: Check | None = None
         if (vop := calls.op("validate")) is not None:
             vctx = self._validate_context(cid, generation, pview, workdir, changes, rollout, second)
@@ -291,13 +345,8 @@ class Transaction:
                 return reject(
                     "validate", [check.reason], snap, output=check.output, validated=check
                 )
-            snap = snapshot(workdir, self.ignore)
-            again = guardrail_check(parent_tree, snap, self.surface)
-            if not again.ok:  # validate commands must not change the tree
-                violations = [v.as_dict() for v in again.violations]
-                reasons = ["the validate step changed the tree"]
-                return reject("validate", reasons, snap, violations=violations)
-        tree = self.repo.store(snap)
+            if (changed := self._changed_by_validate(workdir, tree, parent_tree)) is not None:
+                return reject("validate", [VALIDATE_CHANGED], changed[0], violations=changed[1])
         if (nop := calls.op("novelty")) is not None:
             nctx = NoveltyContext(
                 view, calls.rng(cid, "novelty"), generation, cid, pview, tree, changes
@@ -325,6 +374,18 @@ class Transaction:
             merged_commit=second.commit if second is not None else None,
             splits=self.splits,
         )
+
+    def _changed_by_validate(
+        self, workdir: Path, tree: str, parent_tree: FlatTree
+    ) -> tuple[Snapshot, list[dict[str, Any]]] | None:
+        """The work tree after validate when it is no longer ``tree``, and what it changed
+        outside the surface (validate commands must not change the tree: the claimed,
+        checked tree is what is committed)."""
+        again = snapshot(workdir, self.ignore)
+        if self.repo.store(again) == tree:
+            return None
+        moved = guardrail_check(parent_tree, again, self.surface).violations
+        return again, [v.as_dict() for v in moved]
 
     def _validate_context(
         self,
@@ -396,8 +457,11 @@ class Transaction:
 class _Rejector:
     """Builds a child's ``candidate_rejected``, keeping what it produced as evidence."""
 
-    def __init__(self, repo: CandidateRepo, cid: str, parent: Candidate, m: Mutation) -> None:
-        self.repo, self.cid, self.parent, self.mutation = repo, cid, parent, m
+    def __init__(
+        self, repo: CandidateRepo, cid: str, parent: Candidate, m: Mutation, tree: str | None = None
+    ) -> None:
+        """``tree``: the tree the child holds, once past the duplicate rule."""
+        self.repo, self.cid, self.parent, self.mutation, self.tree = repo, cid, parent, m, tree
 
     def __call__(
         self,
@@ -427,6 +491,7 @@ class _Rejector:
             description=self.mutation.description,
             output=output[-4000:],
             sandbox=_sandboxes(self.mutation, validated),
+            tree=self.tree,
         )
 
 

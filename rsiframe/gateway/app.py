@@ -69,6 +69,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from rsiframe.archive.events import UPSTREAM
 from rsiframe.errors import RsiError
 from rsiframe.gateway.bounds import LimitRefused, ModelUsage, OutputBound, output_bound
 from rsiframe.gateway.bounds import charge as cap_charge
@@ -146,6 +147,9 @@ class Consumer:
     slot: str | None = None
     models: frozenset[str] | None = None  # the models it was given; None: every one
     calls: int = 0  # sampled calls so far (the nonce's index)
+    #: the (candidate, consumer name) whose sampled calls this one repeats: its requests get
+    #: that consumer's digests, so answers recorded for it are served from the ledger
+    draws: tuple[str, str] | None = None
     allowance: Allowance | None = None
     usage: ModelUsage = field(default_factory=ModelUsage)  # what it called, per model
 
@@ -269,11 +273,13 @@ class Gateway:
         models: list[str] | None = None,
         allowance: int | None = None,
         share: str | None = None,
+        draws: tuple[str, str] | None = None,
     ) -> Consumer:
         """Mint a token for one consumer (an operator call or a sandbox), bound to
         ``models`` (None: every declared model); ``allowance`` caps the tokens it may
         spend in all (``max_tokens_per_mutation``), shared with the consumer whose token is
-        ``share`` (one operation's tokens draw on one allowance)."""
+        ``share`` (one operation's tokens draw on one allowance); ``draws``: the
+        (candidate, consumer name) whose sampled requests it repeats (a retaken proposal)."""
         with self._lock:
             owner = self.consumers.get(share) if share else None
             pool = owner.allowance if owner is not None else None
@@ -286,6 +292,7 @@ class Gateway:
                 slot,
                 frozenset(models) if models is not None else None,
                 allowance=pool,
+                draws=draws,
             )
             self.consumers[c.token] = c
         return c
@@ -328,13 +335,20 @@ class Gateway:
         slot: str | None = None,
         allowance: int | None = None,
         share: str | None = None,
+        draws: tuple[str, str] | None = None,
     ) -> SandboxEndpoint:
         """A Unix socket in a folder of its own, served by this gateway, with a token bound
         to ``model`` alone."""
         from rsiframe.dth.serving import SOCKET
 
         c = self.consumer(
-            name, candidate=candidate, slot=slot, models=[model], allowance=allowance, share=share
+            name,
+            candidate=candidate,
+            slot=slot,
+            models=[model],
+            allowance=allowance,
+            share=share,
+            draws=draws,
         )
         folder = self.socket_root / secrets.token_hex(8)
         folder.mkdir(parents=True, mode=0o700)
@@ -456,7 +470,8 @@ class Gateway:
         content = {k: v for k, v in body.items() if k not in TRANSPORT_KEYS}
         nonce = None
         if is_sampled(body):
-            nonce = [consumer.candidate, consumer.slot, consumer.name, consumer.calls]
+            candidate, name = consumer.draws or (consumer.candidate, consumer.name)
+            nonce = [candidate, consumer.slot, name, consumer.calls]
             consumer.calls += 1
         return sha256_json({"path": path, "body": content, "nonce": nonce})
 
@@ -646,7 +661,7 @@ class Gateway:
             data, parsed = await self._call(name, path, body)
         except GatewayError as exc:
             self._release(reservation)
-            failed = _done(base, exc.status, t0, error=exc.message)
+            failed = _done(base, exc.status, t0, error=exc.message, code=exc.code)
             await asyncio.to_thread(self._append, failed, reservation.consumer)
             return exc
         self._release(reservation)
@@ -756,9 +771,11 @@ class Gateway:
                 continue
             last = f"HTTP {r.status_code}: {r.text[:200]}"
             if r.status_code != 429 and r.status_code < 500:
-                raise GatewayError(r.status_code, f"provider refused: {last}", "upstream_error")
-        msg = f"model {name!r} failed after {spec.retries + 1} attempts: {last}"
-        raise GatewayError(502, msg, "upstream_error")
+                msg = f"provider refused ({_where(up.resolved)}): {last}"
+                raise GatewayError(r.status_code, msg, "upstream_error", UPSTREAM)
+        tries = spec.retries + 1
+        msg = f"model {name!r} ({_where(up.resolved)}) failed after {tries} attempts: {last}"
+        raise GatewayError(502, msg, "upstream_error", UPSTREAM)
 
     async def _stream(
         self,
@@ -799,9 +816,9 @@ class Gateway:
             if r.status_code != 429 and r.status_code < 500:
                 break
         self._release(reservation)
-        msg = f"model {name!r} failed after {attempt + 1} attempts: {last}"
-        self._append(_done(base, 502, t0, error=msg), reservation.consumer)
-        return GatewayError(502, msg, "upstream_error").response()
+        msg = f"model {name!r} ({_where(up.resolved)}) failed after {attempt + 1} attempts: {last}"
+        self._append(_done(base, 502, t0, error=msg, code=UPSTREAM), reservation.consumer)
+        return GatewayError(502, msg, "upstream_error", UPSTREAM).response()
 
     async def _relay(
         self,
@@ -873,6 +890,11 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+def _where(r: ResolvedModel) -> str:
+    """The provider's model and endpoint, for an error that must say which is broken."""
+    return f"{r.spec.model} at {r.base_url}"
 
 
 def _auth(r: ResolvedModel) -> dict[str, str]:

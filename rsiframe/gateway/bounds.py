@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rsiframe.archive.events import UPSTREAM, infrastructure_failure
 from rsiframe.gateway.ledger import Entry
 
 #: the output limit a call without one is forwarded with (and reserved for)
@@ -134,12 +135,16 @@ def charge(prompt_tokens: int, completion_tokens: int, reserved_output: int) -> 
 @dataclass
 class ModelUsage:
     """One consumer's calls, per model: answered, tokens charged, answered from the
-    ledger, refused (by code), and the last refusal's message per code."""
+    ledger, refused (by code), the last refusal's message per code, and whether its last
+    call failed for infrastructure reasons (``outage``: that failure's message)."""
 
     models: dict[str, dict[str, int]] = field(default_factory=dict)
     refusals: dict[str, str] = field(default_factory=dict)  # code -> last message
+    outage: str | None = None
 
     def add(self, e: Entry) -> None:
+        failed = infrastructure_failure(e.status, e.code)
+        self.outage = (e.error or f"HTTP {e.status}") if failed else None
         row = self.models.setdefault(
             e.model,
             {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached": 0, "refused": 0},
@@ -149,12 +154,12 @@ class ModelUsage:
             row["cached"] += int(e.cached)
             row["prompt_tokens"] += e.prompt_tokens
             row["completion_tokens"] += e.completion_tokens
-        elif e.code is not None:
+        elif e.code is not None and e.code != UPSTREAM:
             row["refused"] += 1
             self.refusals[e.code] = e.error or e.code
 
     def as_json(self) -> dict[str, Any]:
-        return {"models": self.models, "refusals": self.refusals}
+        return {"models": self.models, "refusals": self.refusals, "outage": self.outage}
 
 
 def merge_usage(reports: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:

@@ -15,7 +15,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 
@@ -154,3 +154,34 @@ class Ledger:
                 os.fdatasync(fd)
         finally:
             os.close(fd)
+
+
+_ENTRY_FIELDS = {f.name for f in fields(Entry)}
+
+
+class LedgerTail:
+    """The ledger's complete lines not read yet, in order (safe from any thread)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.lock = threading.Lock()
+
+    def read(self) -> list[Entry]:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return []
+        if size <= self.offset:
+            return []
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read(size - self.offset)
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next read
+        self.offset += end
+        out = []
+        for line in data[:end].splitlines():
+            with contextlib.suppress(ValueError, TypeError):
+                raw = json.loads(line)
+                out.append(Entry(**{k: v for k, v in raw.items() if k in _ENTRY_FIELDS}))
+        return out

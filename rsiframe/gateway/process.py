@@ -48,17 +48,22 @@ from rsiframe.gateway.ledger import Ledger
 from rsiframe.recipe.models import ModelSpec
 
 ADMIN_SOCKET = "admin.sock"
+#: in the run's model-calls folder: held (flock) by the run's gateway while it lives
+LOCK = "gateway.lock"
 #: the longest a gateway waits for an earlier one of the same run to finish its calls
 LOCK_WAIT_S = 600.0
 
 
 def take_lock(folder: Path, wait_s: float = LOCK_WAIT_S) -> int:
-    """An exclusive lock on the run's ledger, held for this process's life."""
-    fd = os.open(folder / "gateway.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    """An exclusive lock on the run's ledger, held for this process's life; the lock file
+    names this process (``pid``), so a resumed run can say what it waits for."""
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.monotonic() + wait_s
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
             return fd
         except BlockingIOError as exc:
             if time.monotonic() > deadline:
@@ -66,6 +71,12 @@ def take_lock(folder: Path, wait_s: float = LOCK_WAIT_S) -> int:
                 msg = f"{folder}: another gateway of this run is still running"
                 raise RsiError(msg) from exc
             time.sleep(0.05)
+
+
+def _draws(body: dict[str, Any]) -> tuple[str, str] | None:
+    """A minted consumer's ``draws``: the [candidate, consumer name] it repeats, or None."""
+    draws = body.get("draws")
+    return (str(draws[0]), str(draws[1])) if isinstance(draws, list) and len(draws) == 2 else None
 
 
 def admin_app(gw: Gateway, token: str) -> Starlette:
@@ -89,6 +100,7 @@ def admin_app(gw: Gateway, token: str) -> Starlette:
             models=body.get("models"),
             allowance=body.get("allowance"),
             share=body.get("share"),
+            draws=_draws(body),
         )
         minted[c.token] = c
         return JSONResponse({"token": c.token})
@@ -106,6 +118,7 @@ def admin_app(gw: Gateway, token: str) -> Starlette:
             slot=body.get("slot"),
             allowance=body.get("allowance"),
             share=body.get("share"),
+            draws=_draws(body),
         )
         minted[ep.token] = gw.consumers[ep.token]
         return JSONResponse({"name": ep.name, "folder": str(ep.folder), "token": ep.token})

@@ -16,8 +16,8 @@ The gateway's fsynced ledger is the record of what was paid. :meth:`RunModels.dr
 reads the entries it has not seen yet and hands each to ``on_entry`` (the engine turns it
 into a ``model_call`` event with its request and response as artifacts): after every
 call an in-process client makes, after every operator call, and once when a run is opened
-(catching up calls recorded after a driver died), so the archive ends up equal to the
-ledger.
+(the engine catches up calls recorded after a driver died, once its hooks fold them), so
+the archive ends up equal to the ledger.
 """
 
 from __future__ import annotations
@@ -27,9 +27,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,7 @@ from rsiframe.archive.state import RunState
 from rsiframe.errors import ModelError
 from rsiframe.gateway.app import SandboxEndpoint
 from rsiframe.gateway.bounds import merge_usage
-from rsiframe.gateway.ledger import Entry
+from rsiframe.gateway.ledger import Entry, LedgerTail
 from rsiframe.recipe.models import named_models
 from rsiframe.recipe.schema import Recipe
 
@@ -51,35 +49,6 @@ FOLDER = "model-calls"
 REPLAY_OF = "replay-of"
 #: operator config keys that cap the tokens one operation may spend through the gateway
 ALLOWANCE_KEYS = ("max_tokens_per_mutation", "max_tokens_per_call_site")
-_ENTRY_FIELDS = {f.name for f in fields(Entry)}
-
-
-class LedgerTail:
-    """The ledger's complete lines not read yet, in order (safe from any thread)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.lock = threading.Lock()
-
-    def read(self) -> list[Entry]:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return []
-        if size <= self.offset:
-            return []
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            data = f.read(size - self.offset)
-        end = data.rfind(b"\n") + 1  # a line still being written waits for the next read
-        self.offset += end
-        out = []
-        for line in data[:end].splitlines():
-            with contextlib.suppress(ValueError, TypeError):
-                raw = json.loads(line)
-                out.append(Entry(**{k: v for k, v in raw.items() if k in _ENTRY_FIELDS}))
-        return out
 
 
 def event_of(e: Entry, put: Callable[[bytes], str], evidence: Path) -> E.ModelCall:
@@ -149,9 +118,10 @@ class RunModels:
     ) -> RunModels | None:
         """Start the gateway of the run in ``root`` (None without ``models:``): its ledger
         entries become ``model_call`` events (``emit``, from any thread; evidence stored
-        with ``put``), and the calls recorded after an earlier driver died are caught up.
-        Operator calls run in :meth:`scope`; :meth:`on_tokens_spent` is the hook that
-        brings an evaluation's spend to the gateway's limits."""
+        with ``put``); the caller drains it once (:meth:`drain`) to catch up the calls
+        recorded after an earlier driver died (once its hooks fold them). Operator calls run in
+        :meth:`scope`; :meth:`on_tokens_spent` is the hook that brings an evaluation's
+        spend to the gateway's limits."""
         if not recipe.models:
             return None
         evidence = root / FOLDER / "evidence"
@@ -167,7 +137,6 @@ class RunModels:
             elsewhere=spent_elsewhere(state),
             seen=state.model_seen,
         )
-        models.drain()
         return models
 
     def __init__(
@@ -187,6 +156,9 @@ class RunModels:
         self.state = state
         self.seen = seen  # entries the run's events already hold (resume)
         self.tail = LedgerTail(folder / "ledger.jsonl")
+        #: operator calls whose last model call failed for infrastructure reasons, by the
+        #: gateway's own record: (candidate, slot) -> the failure
+        self._outages: dict[tuple[str, str], str] = {}
         self._keys: dict[str, str] = {}
         self._proc = self._spawn(elsewhere)
         assert self._proc.stdout is not None
@@ -282,45 +254,68 @@ class RunModels:
         slot: str | None = None,
         allowance: int | None = None,
         share: str | None = None,
+        draws: tuple[str, str] | None = None,
     ) -> SandboxEndpoint:
         """A socket and token of the gateway for one sandbox (e.g. an evaluation's agent),
         bound to ``model``; revoke it with :meth:`revoke_endpoints` when that sandbox is
         done."""
-        who = {"candidate": candidate, "slot": slot, "allowance": allowance, "share": share}
+        who: dict[str, Any] = {
+            "candidate": candidate,
+            "slot": slot,
+            "allowance": allowance,
+            "share": share,
+        }
+        if draws is not None:
+            who["draws"] = list(draws)
         ep = self._post("/sandbox", {"name": name, "model": model, **who})
         return SandboxEndpoint(ep["name"], Path(ep["folder"]), ep["token"], model)
 
     def revoke(self, tokens: list[str]) -> dict[str, Any]:
-        """Revoke ``tokens``; what they called, per model (``models``), and the gateway's
-        refusals among their calls by code (``refusals``); the calls become events now."""
+        """Revoke ``tokens``; what they called, per model (``models``), the gateway's
+        refusals among their calls by code (``refusals``), and the infrastructure failure
+        one of them ended on (``outage``, or None); the calls become events now."""
         usage: dict[str, Any] = {}
         with contextlib.suppress(ModelError):
             usage = self._post("/revoke", {"tokens": tokens}).get("usage", {})
         self.drain()
         reports = list(usage.values())
         refusals = {k: v for r in reports for k, v in (r.get("refusals") or {}).items()}
-        return {"models": merge_usage(reports), "refusals": refusals}
+        outage = next((r["outage"] for r in reports if r.get("outage")), None)
+        return {"models": merge_usage(reports), "refusals": refusals, "outage": outage}
 
     def revoke_endpoints(self, *endpoints: SandboxEndpoint) -> dict[str, Any]:
         """Their tokens and sockets stop working; what they called (see :meth:`revoke`)."""
         return self.revoke([ep.token for ep in endpoints])
 
     @contextlib.contextmanager
-    def scope(self, cid: str, slot: str, config: Any = None) -> Iterator[llm.ModelClient]:
-        """One operator call's models: its client and sandbox endpoints, then revoked."""
+    def scope(
+        self, cid: str, slot: str, config: Any = None, draws: str | None = None
+    ) -> Iterator[llm.ModelClient]:
+        """One operator call's models: its client and sandbox endpoints, then revoked.
+        ``draws``: the cut proposal this call repeats (its sampled requests get that
+        proposal's digests, so the answers it paid for come from the ledger)."""
         consumer = f"{slot}:{cid}"
+        twin = f"{slot}:{draws}" if draws is not None and draws != cid else None
         allowance = next(
             (v for k in ALLOWANCE_KEYS if isinstance(v := getattr(config, k, None), int)), None
         )
         # a config naming none (a researcher's operator choosing in code): every model
         models = sorted(named_models(config) & set(self.recipe.models)) or None
-        minted = {"name": consumer, "candidate": cid, "slot": slot, "models": models}
+        minted: dict[str, Any] = {"name": consumer, "candidate": cid, "slot": slot}
+        minted["models"] = models
+        if twin is not None:
+            minted["draws"] = [str(draws), twin]
         token = self._post("/consumer", {**minted, "allowance": allowance})["token"]
         tokens = [token]
 
         def endpoints(name: str, *, model: str) -> SandboxEndpoint:
             ep = self.sandbox_endpoint(
-                f"{consumer}:{name}", model=model, candidate=cid, slot=slot, share=token
+                f"{consumer}:{name}",
+                model=model,
+                candidate=cid,
+                slot=slot,
+                share=token,
+                draws=(str(draws), f"{twin}:{name}") if twin is not None else None,
             )
             tokens.append(ep.token)
             return ep
@@ -331,12 +326,22 @@ class RunModels:
                 yield client
         except BaseException:
             client.close()
-            self.revoke(tokens)
+            self._note_outage(cid, slot, self.revoke(tokens))
             raise
         client.close()
-        capped = self.revoke(tokens)["refusals"].get("allowance")
+        capped = self._note_outage(cid, slot, self.revoke(tokens))["refusals"].get("allowance")
         if capped is not None:  # e.g. a coding agent refused inside its sandbox, then done
             raise llm.BudgetExhausted(f"the model gateway refused a call: {capped}", "allowance")
+
+    def _note_outage(self, cid: str, slot: str, revoked: dict[str, Any]) -> dict[str, Any]:
+        if revoked.get("outage"):
+            self._outages[(cid, slot)] = str(revoked["outage"])
+        return revoked
+
+    def outage_of(self, cid: str, slot: str) -> str | None:
+        """The infrastructure failure the last operator call of ``slot`` for ``cid`` ended
+        on, by the gateway's record (None: it did not): an operator cannot claim one."""
+        return self._outages.pop((cid, slot), None)
 
     def stop(self, then: Callable[..., Any] | None = None) -> None:
         """Close the gateway's stdin: it finishes the calls in flight, records them, exits;

@@ -27,6 +27,12 @@ Like a provider, the stub honours the request's output limit (a longer ``content
 to it), answers ``n`` choices (chat and completions; ``best_of`` is billed too) and refuses
 a limit that is not a positive integer (400).
 
+The models' check that ``run``, ``resume`` and ``doctor`` make first (the tiny call of
+:mod:`rsiframe.gateway.modelcheck`) is answered ``ok`` outside the script and counted
+apart (``checks``, ``check_tokens``), as the run keeps it apart: a script written for a
+run's operators is not shifted by it. ``StubLLM(script, checks_apart=False)`` scripts it
+like any call (a stub that must fail the check).
+
 Tokens are counted the same way everywhere: ``max(1, ceil(len(text) / 4))`` of the
 prompt text (every message's content joined) and of each answer.
 
@@ -59,6 +65,7 @@ from starlette.routing import Route
 from rsiframe import yamlsafe
 from rsiframe.errors import RecipeError
 from rsiframe.gateway.app import estimate_tokens, prompt_text
+from rsiframe.gateway.modelcheck import PING
 
 
 class ToolCall(BaseModel):
@@ -158,9 +165,13 @@ class Stats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     by_path: dict[str, int] = field(default_factory=dict)
+    checks: int = 0  # the models' check, answered apart (see the module)
+    check_tokens: int = 0  # its prompt and answer tokens
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "checks": self.checks,
+            "check_tokens": self.check_tokens,
             "requests": self.requests,
             "answered": self.answered,
             "prompt_tokens": self.prompt_tokens,
@@ -172,8 +183,9 @@ class Stats:
 class StubLLM:
     """The stub's state: the script, what is left of it, and the counts."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, *, checks_apart: bool = True) -> None:
         self.script = script
+        self.checks_apart = checks_apart
         self.remaining = list(script.answers)
         self.stats = Stats()
         self.requests: list[dict[str, Any]] = []  # every body received, in order
@@ -212,12 +224,16 @@ class StubLLM:
         """The body, the answer (or the error response) and the prompt's tokens; the
         answer comes back with its ``content`` as each choice will read."""
         path = request.url.path
-        with self._lock:
-            self.stats.requests += 1
-            self.stats.by_path[path] = self.stats.by_path.get(path, 0) + 1
         try:
             body = json.loads(await request.body())
         except ValueError:
+            body = None
+        if self.checks_apart and _is_check(body):
+            return body, CHECK_ANSWER, count_tokens(prompt_text(path, body))  # billed apart
+        with self._lock:
+            self.stats.requests += 1
+            self.stats.by_path[path] = self.stats.by_path.get(path, 0) + 1
+        if body is None:
             return {}, _error(400, "body is not JSON"), 0
         if not isinstance(body, dict):
             return {}, _error(400, "body is not a JSON object"), 0
@@ -251,6 +267,11 @@ class StubLLM:
         """Bill the call (every choice generated, ``best_of`` included); the tokens of one."""
         _limit, _n, billed = shape(path, body)
         one = count_tokens(answer.content + "".join(_tc_json(answer)))
+        if answer is CHECK_ANSWER:  # the models' check: billed apart
+            with self._lock:
+                self.stats.checks += 1
+                self.stats.check_tokens += prompt + one * billed
+            return one
         self._bill(prompt, one * billed)
         return one
 
@@ -365,6 +386,15 @@ class StubLLM:
                 "usage": {"input_tokens": prompt, "output_tokens": completion},
             }
         )
+
+
+#: what the stub answers the models' check with (see the module)
+CHECK_ANSWER = Answer(content="ok")
+
+
+def _is_check(body: Any) -> bool:
+    """Whether ``body`` is the models' check (:data:`rsiframe.gateway.modelcheck.PING`)."""
+    return isinstance(body, dict) and body.get("messages") == PING and not body.get("stream")
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:

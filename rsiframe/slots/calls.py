@@ -74,6 +74,10 @@ def _nothing() -> None:
     return None
 
 
+def _same(cid: str) -> str:
+    return cid
+
+
 class OperatorCalls:
     """The run's operators, one instance per slot, and the one way to call them."""
 
@@ -89,12 +93,14 @@ class OperatorCalls:
         horizon: Callable[[str, str], int | None] | None = None,
         models: Callable[[str, str, Any], contextlib.AbstractContextManager[Any]] | None = None,
         before_call: Callable[[], None] | None = None,
+        draws: Callable[[str], str] | None = None,
     ) -> None:
         """``horizon``: (candidate, slot) -> the generation whose start state the call sees
         (None: live); ``models``: (candidate, slot, operator config) -> the call's models
         (``llm.use`` around it; :meth:`rsiframe.gateway.runmodels.RunModels.scope`), none
         for a run without models; ``before_call``: runs before every call (the engine: the
-        writer's events are made durable first)."""
+        writer's events are made durable first); ``draws``: candidate -> the candidate whose
+        RNG it draws from (a retaken proposal repeats the one a kill cut)."""
         self.ops = ops
         self.names = names  # slot -> the operator as the recipe names it
         self.view = view
@@ -104,6 +110,7 @@ class OperatorCalls:
         self.horizon = horizon or _live
         self.models = models or _no_models
         self.before_call = before_call or _nothing
+        self.draws = draws or _same
 
     def op(self, slot: str) -> Any:
         """The operator filling ``slot`` (None for an empty optional slot)."""
@@ -111,7 +118,7 @@ class OperatorCalls:
 
     def rng(self, cid: str, slot: str) -> random.Random:
         """The RNG of one call: seeded by the recipe, the candidate (or generation) and slot."""
-        return random.Random(f"{self.random_seed}:{cid}:{slot}")
+        return random.Random(f"{self.random_seed}:{self.draws(cid)}:{slot}")
 
     def call(self, cid: str, slot: str, fn: Callable[[], R]) -> R:
         """Run one operator call, timed; its exceptions and bad results become OperatorFailed."""

@@ -109,6 +109,8 @@ class RunData:
     wall_s: float
     records: int
     task_runs: int = 0  # every task executed (budget.max_task_runs' count)
+    model_calls: int = 0  # calls through the run's gateway, paid or not
+    model_cached: int = 0  # of them, answered from its ledger at no cost
     curve: list[CurvePoint] = field(default_factory=list)
     unfinished: str = ""  # why the run did not finish ("": it did)
     mutator: str = ""  # what made its children (:func:`mutator_of`)
@@ -308,6 +310,8 @@ def read_run(path: Path) -> RunData:
         wall_s=st.wall_seconds(),
         records=st.records,
         task_runs=st.task_runs,
+        model_calls=st.model_calls,
+        model_cached=st.model_cached,
         curve=_curve(loaded),
         unfinished=why_unfinished(
             loaded.run_state(), st.terminal, champ is not None, rewards(seed), rewards(champ)

@@ -17,6 +17,7 @@ from rsiframe.study.compare_text import (
     fmt_estimate,
     method_curve,
     method_label,
+    model_calls_cell,
     pair_cells,
     task_matrix,
     unfinished_lines,
@@ -118,6 +119,7 @@ def render_html(report: Comparison) -> str:
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",
             f"{m.usage('task_runs'):.0f}",
+            model_calls_cell(m),
             f"{m.usage('tokens'):.0f}",
             f"{m.usage('cost'):.4g}",
             f"{m.usage('wall_s'):.0f} s",
@@ -163,7 +165,10 @@ def render_html(report: Comparison) -> str:
         f" Made {html.escape(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}.</p>",
         forced,
         _table(
-            ["method", "mutate", "runs", *SPLITS, "evals", "task runs", "tokens", "cost", "wall"],
+            [
+                *("method", "mutate", "runs", *SPLITS, "evals", "task runs"),
+                *("model calls", "tokens", "cost", "wall"),
+            ],
             methods,
         ),
         _notes(report.method_notes()[1:] + unfinished_lines(report)),

@@ -74,6 +74,8 @@ class MethodOut(_Out):
     model_tokens: float
     cost_usd: float
     wall_s: float
+    model_calls: float = 0.0  # per run, mean: every call through the gateway
+    model_calls_cached: float = 0.0  # of them, answered from its ledger at no cost
 
 
 class RunOut(_Out):
@@ -142,6 +144,8 @@ def _method_out(m: Method) -> MethodOut:
         model_tokens=m.usage("tokens"),
         cost_usd=m.usage("cost"),
         wall_s=m.usage("wall_s"),
+        model_calls=m.usage("model_calls"),
+        model_calls_cached=m.usage("model_cached"),
     )
 
 

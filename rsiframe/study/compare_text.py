@@ -132,7 +132,7 @@ def methods_table(report: Comparison) -> Table:
     )
     for col in ("method", "mutate", "runs", *SPLITS):
         table.add_column(col, overflow="fold")
-    for col in ("evals", "task runs", "tokens", "cost", "wall"):
+    for col in ("evals", "task runs", "model calls", "tokens", "cost", "wall"):
         table.add_column(col, justify="right")
     marked = {rid for r in report.refused for rid in r["runs"]}
     for i, m in enumerate(report.methods):
@@ -148,11 +148,19 @@ def methods_table(report: Comparison) -> Table:
             *(fmt_estimate(m.scores[s]) for s in SPLITS),
             f"{m.usage('evaluations'):.0f}",
             f"{m.usage('task_runs'):.0f}",
+            model_calls_cell(m),
             f"{m.usage('tokens'):.0f}",
             f"{m.usage('cost'):.4g}",
             f"{m.usage('wall_s'):.0f} s",
         )
     return table
+
+
+def model_calls_cell(m: Method) -> str:
+    """A method's model calls per run (mean), those answered from the ledger apart:
+    ``6, 3 from cache``."""
+    calls, cached = m.usage("model_calls"), m.usage("model_cached")
+    return f"{calls:.4g}" + (f", {cached:.4g} from cache" if cached else "")
 
 
 PAIR_COLUMNS = ("A", "B", "A - B sealed [95 % CI]", "p", "p Holm", "verdict", "test")

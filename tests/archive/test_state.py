@@ -269,3 +269,96 @@ def test_folding_the_log_again_gives_the_same_state(signed_run: SignedRun) -> No
         ours.task_runs,
         ours.active.keys(),
     )
+
+
+# -- the model loop (issue 26): paid and cached apart, outages, the check, cut proposals ---
+
+
+def _folded(*events: tuple[str, dict[str, object]]) -> RunState:
+    st = RunState(verifier=None)  # type: ignore[arg-type]
+    for seq, (type_, data) in enumerate(events):
+        st.apply(Event(seq=seq, ts=0.0, type=type_, data=data, prev="", hash=""))
+    return st
+
+
+def _call(seq: int, status: int = 200, **more: object) -> tuple[str, dict[str, object]]:
+    data = {"seq": seq, "model": "proposer", "status": status, "slot": "mutate", **more}
+    return ("model_call", data)
+
+
+def _down(seq: int, status: int = 502) -> tuple[str, dict[str, object]]:
+    return _call(seq, status, code="upstream", error=f"connection refused ({seq})")
+
+
+def test_calls_served_from_the_ledger_are_counted_apart_from_paid_ones() -> None:
+    st = _folded(
+        _call(1, prompt_tokens=10, completion_tokens=5, cost_usd=0.01),
+        _call(2, cached=True),
+        _call(3, cached=True),
+    )
+    assert (st.model_calls, st.model_cached, st.tokens) == (3, 2, 15)
+    assert st.models_by_slot["mutate"]["cached_calls"] == 2
+
+
+def test_consecutive_infrastructure_failures_of_one_model_become_an_outage() -> None:
+    st = _folded(_down(1), _down(2))
+    assert st.model_outage is None
+    st = _folded(_down(1), _down(2), _down(3, status=401))
+    assert st.model_outage == {"model": "proposer", "calls": 3, "error": "connection refused (3)"}
+
+
+def test_a_paid_answer_between_failures_resets_the_streak() -> None:
+    st = _folded(_down(1), _down(2), _call(3, prompt_tokens=1), _down(4), _down(5))
+    assert st.model_outage is None
+
+
+def test_failures_of_the_request_or_the_budget_are_no_outage() -> None:
+    bad_request = _call(1, 400, code="upstream", error="bad request")
+    budget = _call(2, 429, code="max_cost", error="over")
+    st = _folded(bad_request, bad_request, budget, budget, bad_request)
+    assert st.model_outage is None
+
+
+def test_a_new_session_starts_a_new_streak() -> None:
+    session = ("session_started", {"resumed": True})
+    st = _folded(_down(1), _down(2), _down(3), session)
+    assert st.model_outage is None and st.outage_streak == {}
+
+
+def test_the_models_check_is_metered_apart_from_the_run() -> None:
+    row = {"model": "proposer", "tokens": 12, "cost_usd": 0.001, "latency_ms": 3.0}
+    st = _folded(("models_checked", {"checks": [row]}), ("models_checked", {"checks": [row]}))
+    assert st.model_check == {"calls": 2, "tokens": 24, "cost_usd": pytest.approx(0.002)}
+    assert (st.model_calls, st.tokens, st.cost) == (0, 0, 0.0)
+
+
+def test_a_cut_proposal_whose_calls_were_paid_is_retaken_and_counts_no_child() -> None:
+    st = _folded(
+        ("candidate_proposed", {"id": "c0000", "parent": None, "generation": 0}),
+        ("candidate_proposed", {"id": "c0001", "parent": "c0000", "generation": 1}),
+        _call(1, candidate="c0001", prompt_tokens=10, completion_tokens=5),
+        ("candidate_abandoned", {"id": "c0001", "reason": "driver died", "cause": "cut"}),
+        ("candidate_proposed", {"id": "c0002", "parent": "c0000", "generation": 1}),
+        ("candidate_abandoned", {"id": "c0002", "reason": "driver died", "cause": "cut"}),
+    )
+    assert st.retakes == {"c0001": "c0000"}  # c0002 paid nothing: nothing to retake
+    assert st.proposed_in[1] == 0 and st.children() == 0
+    retake = {"id": "c0003", "parent": "c0000", "generation": 1, "draws": "c0001"}
+    st.apply(Event(seq=9, ts=0.0, type="candidate_proposed", data=retake, prev="", hash=""))
+    assert st.retakes == {} and st.candidates["c0003"].draws == "c0001"
+
+
+def test_a_model_outage_abandons_the_child_which_counts_as_no_child_and_is_not_retaken() -> None:
+    st = _folded(
+        ("candidate_proposed", {"id": "c0000", "parent": None, "generation": 0}),
+        ("candidate_proposed", {"id": "c0001", "parent": "c0000", "generation": 1}),
+        ("candidate_abandoned", {"id": "c0001", "reason": "x", "cause": "model_outage"}),
+    )
+    c = st.candidates["c0001"]
+    assert (c.state, c.abandoned_cause, st.retakes, st.children()) == (
+        "abandoned",
+        "model_outage",
+        {},
+        0,
+    )
+    assert st.proposed_in[1] == 0  # the generation gets another child in its place

@@ -43,6 +43,41 @@ def test_summary_sparklines() -> None:
     assert sparkline([1.0] * 150, width=10) == "█" * 10
 
 
+def test_model_lines_show_paid_and_cached_apart_the_check_and_the_unrecorded_tail() -> None:
+    from rsiframe.audit.report import StatusReport, calls_text, model_lines
+
+    assert calls_text(6, 3) == "6 calls, 3 from cache"
+    assert calls_text(1, 0) == "1 call"
+    fields = {"run_id": "r", "name": "n", "state": "failed", "reason": None, "seed": None}
+    base = StatusReport.model_construct(**fields, champion=None, budget={}, candidates=[])
+    report = base.model_copy(
+        update={
+            "model_calls": 6,
+            "model_calls_cached": 3,
+            "model_tokens": 90,
+            "cost_usd": 0.01,
+            "models_by_slot": {
+                "mutate": {
+                    "cost_usd": 0.01,
+                    "model_tokens": 90,
+                    "model_calls": 6,
+                    "cached_calls": 3,
+                }
+            },
+            "model_check": {"calls": 1, "tokens": 7, "cost_usd": 0.000014},
+            "unrecorded": {"calls": 1, "paid": 1, "tokens": 30, "cost_usd": 0.0001},
+        }
+    )
+    lines = model_lines(report)
+    assert lines[0] == (
+        "models: $0.0100, 90 tokens, 6 calls, 3 from cache "
+        "(mutate $0.0100/90 tok/6 calls, 3 from cache)"
+    )
+    assert lines[1].startswith("model check: 1 call, 7 tokens, $0.000014")
+    assert lines[2].startswith("1 paid call not yet recorded")
+    assert model_lines(base.model_copy(update={"model_calls": 0})) == []
+
+
 def test_a_candidate_without_a_gate_score_is_marked_and_explained() -> None:
     from rsiframe.audit.report import NO_SCORE, score_lines
 

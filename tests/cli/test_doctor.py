@@ -32,8 +32,9 @@ def _recipe(tmp_path: Path, models: dict, **slots_config: str) -> Path:
 
 @pytest.fixture
 def stubs() -> Iterator[tuple[StubLLM, ServerThread, ServerThread]]:
-    good = StubLLM(Script(default=Answer(content="ok")))
-    garbage = StubLLM(Script(default=Answer(malformed=True)))
+    # the checks scripted like any call (the stub answers them apart by default)
+    good = StubLLM(Script(default=Answer(content="ok")), checks_apart=False)
+    garbage = StubLLM(Script(default=Answer(malformed=True)), checks_apart=False)
     with ServerThread(good.app) as a, ServerThread(garbage.app) as b:
         yield good, a, b
 

@@ -30,6 +30,7 @@ from rsiframe.api import (
 )
 from rsiframe.archive import events as E
 from rsiframe.engine.budget import BudgetGuard, TaskCosts
+from rsiframe.engine.duplicates import TreeClaims
 from rsiframe.engine.evaluation import TaskRunner
 from rsiframe.engine.inflight import Inflight
 from rsiframe.engine.taskruns import TaskRunMeter
@@ -145,6 +146,7 @@ class Rig:
             put,
             self.run.emit,
             meter,
+            TreeClaims(self.run.state, ordered=True),
         )
 
     def child(self, **ops: object) -> E.CandidateMutated | E.CandidateRejected:

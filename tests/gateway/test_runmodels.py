@@ -11,8 +11,8 @@ import pytest
 
 from rsiframe.gateway.stub import Answer
 from rsiframe.sandbox.bwrap import bwrap_works
-from tests.support.cli import cli, status_json
-from tests.support.modelsrig import EDIT, PROVIDER_KEY, Rig, ledger, model_calls, paid
+from tests.support.cli import cli, events, status_json
+from tests.support.modelsrig import EDIT, PROVIDER_KEY, Rig, checks, ledger, model_calls, paid
 
 
 def test_every_call_is_metered_into_events_status_and_artifacts(models_rig: Rig) -> None:
@@ -22,15 +22,22 @@ def test_every_call_is_metered_into_events_status_and_artifacts(models_rig: Rig)
     assert [c["seq"] for c in calls] == [e["seq"] for e in entries] and calls
     # the gateway's own count equals the provider's (the stub's)
     stats = models_rig.stub.stats
-    assert len(paid(entries)) == stats.requests == stats.answered
+    assert len(paid(entries)) == stats.requests == stats.answered  # the check is apart
+    assert checks(models_rig.stub) == 1
     tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls)
-    assert tokens == stats.prompt_tokens + stats.completion_tokens
-    cost = (stats.prompt_tokens * 1.0 + stats.completion_tokens * 2.0) / 1e6
     st = status_json(run)
+    assert tokens == stats.prompt_tokens + stats.completion_tokens
+    assert st["model_check"]["tokens"] == stats.check_tokens  # metered apart, to the token
+    cost = (stats.prompt_tokens * 1.0 + stats.completion_tokens * 2.0) / 1e6
     assert st["model_tokens"] == tokens and st["model_calls"] == len(calls)
     assert st["cost_usd"] == pytest.approx(cost, abs=1e-6)
     assert st["models_by_slot"] == {
-        "mutate": {"cost_usd": st["cost_usd"], "model_tokens": tokens, "model_calls": len(calls)}
+        "mutate": {
+            "cost_usd": st["cost_usd"],
+            "model_tokens": tokens,
+            "model_calls": len(calls),
+            "cached_calls": 0,
+        }
     }
     assert st["budget"]["used"]["model_tokens"] == tokens
     for c in calls:  # linked to candidate and slot, request and response kept as artifacts
@@ -54,7 +61,7 @@ def test_every_call_is_metered_into_events_status_and_artifacts(models_rig: Rig)
 @pytest.mark.parametrize(
     "bad", [Answer(status=500), Answer(malformed=True)], ids=["http500", "garbage"]
 )
-def test_a_call_failing_after_its_retries_rejects_the_child_and_the_run_goes_on(
+def test_a_call_failing_after_its_retries_abandons_the_child_as_an_outage_and_the_run_goes_on(
     models_rig: Rig, bad: Answer
 ) -> None:
     # retries: 1 -> two attempts each; the first child's call fails twice, the second's works
@@ -66,12 +73,17 @@ def test_a_call_failing_after_its_retries_rejects_the_child_and_the_run_goes_on(
     assert st["state"] == "finished", st["reason"]
     kids = [c for c in st["candidates"] if c["parent"] is not None]
     first, second = kids[0], kids[1]
-    assert first["state"] == "rejected"
-    assert any("failed after 2 attempts" in r for r in first["reasons"]), first["reasons"]
-    assert second["state"] in ("admitted", "declined")
+    # the provider's failure, not the method's: no rejection, and the generation gets
+    # another child in its place (one failure is no outage of the run)
+    assert first["state"] == "abandoned"
+    (gone,) = [e["data"] for e in events(run) if e["type"] == "candidate_abandoned"]
+    assert gone["id"] == first["id"] and gone["cause"] == "model_outage"
+    assert "failed after 2 attempts" in gone["reason"], gone["reason"]
+    assert second["state"] in ("admitted", "declined") and len(kids) == 3
     calls = model_calls(run)
     assert [c["status"] for c in calls][:1] == [502] and calls[0]["candidate"] == first["id"]
-    assert models_rig.stub.stats.requests == 3
+    paid_calls = len(paid(ledger(run)))
+    assert models_rig.stub.stats.requests == 2 + paid_calls
 
 
 @pytest.mark.parametrize("by", ["tokens", "cost"])

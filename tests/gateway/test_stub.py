@@ -143,3 +143,28 @@ def test_cli_serves_a_script_and_rejects_a_bad_one(tmp_path: Path) -> None:
     )
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "answers.0.colour" in r.stderr
+
+
+def test_the_models_check_is_answered_apart_and_takes_no_scripted_answer() -> None:
+    from rsiframe.gateway.modelcheck import PING, PING_MAX_TOKENS
+
+    stub, srv = _serve(Answer(content="for the run"))
+    try:
+        c = _client(srv)
+        ok = c.chat.completions.create(model="m", messages=PING, max_tokens=PING_MAX_TOKENS)
+        assert ok.choices[0].message.content == "ok"
+        run = c.chat.completions.create(model="m", messages=MSG)
+        assert run.choices[0].message.content == "for the run"
+        check_tokens = ok.usage.prompt_tokens + ok.usage.completion_tokens
+        assert (stub.stats.checks, stub.stats.check_tokens) == (1, check_tokens)
+        assert (stub.stats.requests, stub.stats.answered, len(stub.requests)) == (1, 1, 1)
+    finally:
+        srv.stop()
+    scripted = StubLLM(Script(default=Answer(status=401)), checks_apart=False)
+    srv = ServerThread(scripted.app).start()
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            _client(srv).chat.completions.create(model="m", messages=PING)
+        assert scripted.stats.checks == 0 and scripted.stats.requests == 1
+    finally:
+        srv.stop()

@@ -26,6 +26,8 @@ METHOD_KEYS = {
     "evaluations",
     "task_runs",
     "model_tokens",
+    "model_calls",  # per run, mean: every call through the gateway
+    "model_calls_cached",  # of them, answered from its ledger at no cost
     "cost_usd",
     "wall_s",
 }
@@ -164,6 +166,22 @@ def test_compare_refuses_a_copied_run(grid: Grid, tmp_path: Path) -> None:
     line = res.stderr.strip()
     assert "\n" not in line
     assert f"{copy} is a copy of {grid.root / 'best-r0'}" in line and "counts once" in line
+
+
+def test_the_methods_table_shows_model_calls_paid_and_cached_apart() -> None:
+    from types import SimpleNamespace
+
+    from rsiframe.study.compare import Method
+    from rsiframe.study.compare_text import model_calls_cell
+
+    runs = [
+        SimpleNamespace(model_calls=6, model_cached=3),
+        SimpleNamespace(model_calls=4, model_cached=1),
+    ]
+    m = Method("m", "d", runs, {}, {})  # type: ignore[arg-type]
+    assert model_calls_cell(m) == "5, 2 from cache"  # per run, mean
+    none_cached = [SimpleNamespace(model_calls=2, model_cached=0)]
+    assert model_calls_cell(Method("m", "d", none_cached, {}, {})) == "2"  # type: ignore[arg-type]
 
 
 def test_the_mutate_column_names_the_operator_and_its_model() -> None:

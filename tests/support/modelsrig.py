@@ -83,5 +83,10 @@ def model_calls(run: Path) -> list[dict[str, Any]]:
     return [e["data"] for e in events(run) if e["type"] == "model_call"]
 
 
+def checks(stub: StubLLM) -> int:
+    """The models' checks the stub answered (apart from the run's calls: its module)."""
+    return stub.stats.checks
+
+
 def paid(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in entries if e["status"] == 200 and not e["cached"]]

@@ -327,3 +327,12 @@ def test_large_artifacts_are_paged_and_hash_checked(tmp_path: Path) -> None:
     path = artifact_path(tmp_path, digest)
     path.write_bytes(data.replace(b"line 012345", b"line 999999"))
     assert not Pager(tmp_path, digest).check()
+
+
+def test_the_header_shows_model_calls_paid_and_cached_apart() -> None:
+    from rsiframe.viewer.widgets.run_header import model_cost
+
+    by_slot = {"mutate": {"cost_usd": 0.0123}}
+    text = model_cost(6, 34567, 0.0123, by_slot, cached=3).plain
+    assert text.startswith("$0.0123 · 6 calls, 3 from cache · 34,567 tokens")
+    assert "from cache" not in model_cost(2, 10, 0.0, {}).plain

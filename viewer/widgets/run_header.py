@@ -61,7 +61,9 @@ def _append_models(t: Text, source: RunSource) -> None:
     calls = getattr(st, "model_calls", 0)
     if calls or source.recipe.get("models"):
         t.append("\nmodels ", style="dim")
-        t.append_text(model_cost(calls, st.tokens, st.cost, getattr(st, "models_by_slot", {})))
+        by_slot = getattr(st, "models_by_slot", {})
+        cached = getattr(st, "model_cached", 0)
+        t.append_text(model_cost(calls, st.tokens, st.cost, by_slot, cached))
 
 
 def _append_seed_and_champion(t: Text, seed: Candidate | None, champ: Candidate | None) -> None:
@@ -100,12 +102,13 @@ def _append_problems(t: Text, violations: list[dict[str, Any]], notes: list[str]
         t.append(f"\n⚠ {note}", style="bold red")
 
 
-def model_cost(calls: int, tokens: int, cost: float, by_slot: dict) -> Text:
-    """``12 calls · 34,567 tokens · $0.0123 (mutate $0.0100, reflect $0.0023)``: the
-    gateway's count (model_call events), evaluations' served models included."""
+def model_cost(calls: int, tokens: int, cost: float, by_slot: dict, cached: int = 0) -> Text:
+    """``$0.0123 · 12 calls, 3 from cache · 34,567 tokens (mutate $0.0100, reflect
+    $0.0023)``: the gateway's count (model_call events), evaluations' served models
+    included; calls the ledger answered at no cost apart."""
     t = Text()
     t.append(f"${cost:.4f}", style="bold")
-    t.append(f" · {calls} calls · {tokens:,} tokens")
+    t.append(f" · {fmt.calls(calls, cached)} · {tokens:,} tokens")
     slots = [f"{s} ${row.get('cost_usd', 0.0):.4f}" for s, row in sorted(by_slot.items())]
     if slots:
         t.append(f"  ({', '.join(slots)})", style="dim")
