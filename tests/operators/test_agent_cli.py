@@ -65,5 +65,7 @@ def test_agent_cli_command_runs_in_the_sandbox_through_the_gateway(
         and m.sandbox.network == []
     )
     (entry,) = [json.loads(x) for x in models.gw.ledger.path.read_text().splitlines()]
-    assert entry["consumer"] == "agent_cli:c1" and entry["candidate"] == "c1"
+    # the consumer names the operator; the candidate is its own field (a retaken proposal
+    # asks the same request, so the ledger can answer it)
+    assert entry["consumer"] == "agent_cli" and entry["candidate"] == "c1"
     assert "solved 1 of 2" in models.stub.requests[0]["messages"][0]["content"]

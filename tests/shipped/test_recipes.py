@@ -73,7 +73,9 @@ def test_the_dth_recipes_are_a_line_or_two_apart() -> None:
 
 def test_the_readme_first_command_runs_the_dth_quickstart() -> None:
     makefile = (REPO / "Makefile").read_text()
-    assert "rsiframe run recipes/quickstart.yaml" in makefile
-    setup = makefile[makefile.index("$(VENV)/.installed:") :]
+    assert "QUICKSTART ?= recipes/quickstart.yaml" in makefile
+    assert "rsiframe run $(QUICKSTART)" in makefile
+    assert "scripts/setup-venv.sh" in makefile[makefile.index("$(VENV)/.installed:") :]
+    setup = (REPO / "scripts" / "setup-venv.sh").read_text()
     assert setup.index("'torch==2.13.0'") < setup.index("-e '.[dev,train")
     assert resolved("quickstart")["seed"].endswith("tasks/textops/seed")
