@@ -23,8 +23,8 @@ quickstart: setup sandbox
 test: setup sandbox
 	$(BIN)/python -m pytest -q
 
-# the tests that make a mini project, with 4 candidates in flight in its recipe (generational
-# mode); the rest would run as in `make test` and are deselected (tests/conftest.py)
+# the tests that make a mini project where candidates in flight matter, with 4 in flight in
+# its recipe (generational mode); the rest run as in `make test` (tests/conftest.py)
 test-k4: setup sandbox
 	RSIFRAME_TEST_CANDIDATES=4 $(BIN)/python -m pytest -q
 

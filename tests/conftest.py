@@ -110,15 +110,27 @@ def _uses_minis(item: pytest.Item, memo: dict[object, bool]) -> bool:
     return any(_makes_minis(d[-1].func, memo) for d in defs)
 
 
+#: where candidates in flight change what a test checks: the run loop and what it drives
+#: (the engine, the archive's fold, slots and operators' calls, executors, the gateway's
+#: metering, verify); elsewhere a mini run is only a fixture (the CLI's output, recipe
+#: loading, compare and the viewer over finished runs) and runs as in ``make test``
+CONCURRENT = ("engine", "archive", "slots", "executors", "gateway", "audit")
+
+
+def _in_flight_matters(item: pytest.Item, cache: dict[object, bool]) -> bool:
+    folder = Path(str(item.fspath)).relative_to(Path(__file__).parent).parts[0]
+    return folder in CONCURRENT and _uses_minis(item, cache)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``make test-k4`` (``RSIFRAME_TEST_CANDIDATES=4``) runs only the tests whose runs it
-    changes: those that make a mini project (its recipe gets the concurrency); the rest
-    would run exactly as in ``make test``."""
+    changes where candidates in flight matter (:data:`CONCURRENT`): those that make a mini
+    project (its recipe gets the concurrency); the rest would run as in ``make test``."""
     if not os.environ.get("RSIFRAME_TEST_CANDIDATES"):
         return
     cache: dict[object, bool] = {}
-    keep = [item for item in items if _uses_minis(item, cache)]
-    dropped = [item for item in items if not _uses_minis(item, cache)]
+    keep = [item for item in items if _in_flight_matters(item, cache)]
+    dropped = [item for item in items if not _in_flight_matters(item, cache)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

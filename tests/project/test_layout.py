@@ -197,17 +197,19 @@ def _collected(env: dict[str, str], *files: str) -> set[str]:
     return {line.split("::")[1].split("[")[0] for line in res.stdout.splitlines() if "::" in line}
 
 
-def test_k4_runs_the_tests_that_make_a_mini_project_and_only_those() -> None:
+def test_k4_runs_the_tests_that_make_a_mini_project_where_in_flight_matters() -> None:
     """make test-k4 follows each test, its helpers and its fixtures (local imports too) to
-    make_mini; a test that makes none would run exactly as in make test."""
+    make_mini, in the folders where candidates in flight matter (conftest.CONCURRENT); a
+    test that makes none, or only reads a finished run elsewhere, runs as in make test."""
     files = ("tests/engine/test_scheduler.py", "tests/engine/test_concurrency.py",
-             "tests/study/test_compare.py")  # fmt: skip
+             "tests/engine/test_staged_merge.py", "tests/study/test_compare.py")  # fmt: skip
     every = _collected({"RSIFRAME_TEST_CANDIDATES": ""}, *files)
     k4 = _collected({"RSIFRAME_TEST_CANDIDATES": "4"}, *files)
     assert k4 < every
-    # a test that calls make_mini, one through the mini fixture, one through the session
-    # grid (built by a local import in its fixture); not one on hand-written events
+    # a test that calls make_mini, one through the mini fixture, one through a module
+    # fixture built by a local import; not one on hand-written events, not compare's
     assert "test_generational_k1_and_k4_give_the_same_candidates" in k4
     assert "test_steady_mode_runs_to_the_end_and_verifies" in k4
+    assert "test_merges_are_git_merge_commits_with_two_parents_in_events_and_status" in k4
     assert "test_the_candidate_budget_closes_the_generation_then_ends_the_run_finished" not in k4
-    assert "test_compare_groups_repeats_into_methods_with_cis_over_runs" in k4
+    assert "test_compare_groups_repeats_into_methods_with_cis_over_runs" in every - k4
