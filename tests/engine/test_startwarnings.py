@@ -108,14 +108,15 @@ def _run(mini: Mini, name: str, *sets: str) -> tuple[Path, str]:
 
 
 def _choices(out: Path) -> list[tuple]:
-    """What the run decided: each child's parent and change, and each gate decision."""
+    """What the run decided: each child's parent and change, and each gate decision, child
+    by child (with candidates in flight the archive interleaves children in any order)."""
     keep = ("candidate_proposed", "candidate_mutated", "candidate_gated", "candidate_rejected")
-    return [
-        (e["type"], e["data"].get("id"), e["data"].get("parent"), e["data"].get("tree"),
-         e["data"].get("admit"))
+    return sorted(
+        (e["data"].get("id"), keep.index(e["type"]), e["data"].get("parent"),
+         e["data"].get("tree"), e["data"].get("admit"))
         for e in events(out)
         if e["type"] in keep
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
 def test_seeds_that_cannot_differ_are_warned_and_do_not_differ(tmp_path: Path) -> None:
