@@ -79,7 +79,7 @@ def test_mini_swe_agent_edits_the_child_through_the_gateway(tmp_path: Path) -> N
     entries = [json.loads(x) for x in gw.ledger.path.read_text().splitlines()]
     assert len(entries) == len(stub.requests) == 3
     assert {(e["candidate"], e["slot"], e["consumer"]) for e in entries} == {
-        ("c3", "mutate", "agent_cli:c3")
+        ("c3", "mutate", "agent_cli")
     }
     assert "off by one" in json.dumps(stub.requests[0]["messages"])  # the instruction
     # the transcript is kept: mini's trajectory, with the agent's commands and outputs
