@@ -124,5 +124,9 @@ def test_llm_hill_climb_runs_against_the_projects_own_served_tiny_model(tmp_path
     assert len(mutate) == 4  # two answers per child, none applicable
     served = [e for e in ledger if e["status"] == 200 and not e["cached"]]
     tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in served)
-    assert tokens == usage["total_tokens"], (tokens, usage)
+    # and the models' check before the first generation, metered apart from the run
+    (checked,) = [e["data"]["checks"] for e in events(out) if e["type"] == "models_checked"]
+    check_tokens = sum(c["tokens"] for c in checked)
+    assert check_tokens > 0
+    assert tokens + check_tokens == usage["total_tokens"], (tokens, check_tokens, usage)
     assert status["cost_usd"] > 0
