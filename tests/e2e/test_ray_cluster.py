@@ -26,7 +26,7 @@ import pytest
 
 from tests.support.cli import cli_proc, events, status_json
 from tests.support.paths import REPO
-from tests.support.ray import RAY, certified
+from tests.support.ray import certified
 
 pytest.importorskip("ray", reason="the cluster extra (ray) is not installed")
 pytestmark = pytest.mark.e2e
@@ -41,6 +41,8 @@ SMALL = [
     "--set",
     "random_seed=1",
 ]
+#: the ray CLI beside this Python (tests/support/ray.RAY is the recipe override, not this)
+RAY_BIN = str(Path(sys.executable).with_name("ray"))
 ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
@@ -68,7 +70,7 @@ def _free_port(host: str) -> int:
 
 def _start(args: list[str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        ["nice", "-n", "10", RAY, "start", "--block", "--disable-usage-stats", *args],
+        ["nice", "-n", "10", RAY_BIN, "start", "--block", "--disable-usage-stats", *args],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: killed as one
