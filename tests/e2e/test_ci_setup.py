@@ -26,7 +26,7 @@ def test_the_uncached_base_image_builds_with_only_a_deb822_source(tmp_path: Path
     if not engine:
         if os.environ.get("RSIFRAME_REQUIRE_DOCKER"):
             raise AssertionError("RSIFRAME_REQUIRE_DOCKER is set but no Docker engine answers")
-        pytest.skip("no Docker engine (scripts/ci-setup.sh docker starts one)")
+        pytest.skip("platform limit: no Docker engine here (scripts/ci-setup.sh docker starts one)")
     etc = tmp_path / "apt"
     (etc / "sources.list.d").mkdir(parents=True)
     real = subprocess.run(["bash", str(CI_SETUP), "mirror"], capture_output=True, text=True)

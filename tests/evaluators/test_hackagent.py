@@ -45,7 +45,7 @@ def test_planted_code_reports_when_the_verifier_runs_it(
 ) -> None:
     tool = command.split()[0] if not command.startswith(".") else "sh"
     if shutil.which(tool) is None:  # a runtime this host lacks (node, cc): nothing to run
-        pytest.skip(f"{tool} is not installed")
+        pytest.skip(f"platform limit: no {tool} on this host to run the planted {name} code")
     tests, verifier, app = tmp_path / "tests", tmp_path / "logs" / "verifier", tmp_path / "app"
     for d in (tests, verifier, app):
         d.mkdir(parents=True)

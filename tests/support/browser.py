@@ -32,7 +32,7 @@ def require_browser() -> tuple[str, str]:
         selenium = False
     if chromium and driver and selenium:
         return chromium, driver
-    why = "chromium, chromium-driver and selenium are needed (make browser)"
+    why = "platform limit: no chromium, chromium-driver or selenium here (make browser)"
     if os.environ.get("RSIFRAME_REQUIRE_BROWSER"):
         pytest.fail(f"RSIFRAME_REQUIRE_BROWSER is set: {why}")
     pytest.skip(why)
