@@ -41,7 +41,15 @@ def _bash(script: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "40"},
+        # SHELL: `script` runs its command with $SHELL, which a CI machine may leave unset
+        # (then /bin/sh, where README's `source` does not exist)
+        env={
+            **os.environ,
+            "SHELL": "/bin/bash",
+            "TERM": "xterm-256color",
+            "COLUMNS": "160",
+            "LINES": "40",
+        },
     )
 
 
