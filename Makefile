@@ -31,7 +31,7 @@ test-k4: setup sandbox
 # every e2e test is in tests/e2e/ (tests/project/test_layout.py); the self-test's scenarios
 # are left to `make selftest`
 test-e2e: setup sandbox
-	$(BIN)/python -m pytest -q tests/e2e -m 'e2e and not selftest'
+	$(BIN)/python -m pytest -q --durations=15 tests/e2e -m 'e2e and not selftest'
 
 selftest: setup sandbox
 	$(BIN)/rsiframe selftest integrity

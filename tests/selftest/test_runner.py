@@ -101,3 +101,32 @@ def test_a_crash_between_the_seeds_two_events_resumes(fault: str, tmp_path: Path
     res = exp.resume()
     assert res.returncode == 0, res.stderr
     assert sound(exp) == []
+
+
+def test_a_bad_record_victim_is_never_a_siblings_duplicate() -> None:
+    """The trial seed under which the victim c0002 became a duplicate of its sibling c0001
+    (both flipped one knob, style plain -> fancy) and never reached record: the scenario
+    failed on the mutator's luck (CI, base seed 1175217714). Its mutator now never repeats."""
+    result = run_trial("oversized_result", 1, seed=1748950789)
+    assert result.passed, result.problems
+
+
+def test_two_attacking_victims_make_two_trees(tmp_path: Path) -> None:
+    """Two victims of one attack write the same agent and level; the child's id keeps their
+    trees apart, so both are evaluated (a duplicate would never be)."""
+    import os
+    import subprocess
+
+    exp = build(
+        tmp_path / "exp", seed=1, params={"mode": "read_key", "victims": ["c1", "c2"], "level": 0}
+    )
+    configs = []
+    for cid in ("c1", "c2"):
+        work = tmp_path / cid
+        work.mkdir()
+        env = {**os.environ, "RSI_CANDIDATE_ID": cid, "RSI_SEED": "7"}
+        script = exp.seed / "fixed" / "mutate.py"
+        subprocess.run(["python3", str(script)], cwd=work, env=env, check=True, capture_output=True)
+        configs.append((work / "config.yaml").read_text())
+    assert configs[0] != configs[1]
+    assert all(c.startswith("level: 0\n") for c in configs)
