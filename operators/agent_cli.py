@@ -17,6 +17,11 @@ The instruction is rendered from ``prompts/agent_cli.md.j2`` with the same conte
 ``llm_edit``. A profile whose CLI is not on PATH fails ``recipe check`` with one line
 (``mini`` comes with the ``agents`` extra: ``pip install 'rsiframe[agents]'``).
 
+With ``archive: true`` (HyperAgents' evaluation path) the agent can read the run's
+archive: a read-only folder at ``$RSI_ARCHIVE`` holds ``archive.json`` (every admitted
+candidate: parent, generation, description, its train score and per-task train rewards;
+nothing of gate or sealed) and each candidate's surface files (``<id>/<path>``).
+
 The transcript is kept: a writable folder outside the work tree is mounted at
 ``$RSI_TRANSCRIPT`` (mini-swe-agent writes its trajectory there); its files, and the
 agent's output, go into the mutation's details, stored as the child's evidence.
@@ -24,6 +29,7 @@ agent's output, go into the mutation's details, stored as the child's evidence.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -31,12 +37,19 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from rsiframe import llm
-from rsiframe.api import MutateContext, MutateOperator, Mutation, SandboxUse
+from rsiframe.api import (
+    CandidateView,
+    MutateContext,
+    MutateOperator,
+    Mutation,
+    RunView,
+    SandboxUse,
+)
 from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mutation_context
 from rsiframe.sandbox.bwrap import Mount, SandboxOptions, make_sandbox
 from rsiframe.sandbox.mounts import WORK_INSIDE
@@ -44,6 +57,8 @@ from rsiframe.shell import failure, tail
 
 #: where the transcript folder is seen inside the sandbox
 TRANSCRIPT_INSIDE = "/rsi/transcript"
+#: where the archive folder (``archive: true``) is seen inside the sandbox
+ARCHIVE_INSIDE = "/rsi/archive"
 PLACEHOLDER = re.compile(r"\{(instruction|workdir|model)\}")
 Profile = Literal["mini-swe-agent", "codex", "claude", "opencode", "command"]
 
@@ -81,6 +96,12 @@ class AgentCliConfig(SandboxOptions, ModelOperatorConfig, ContextLimits):
         None, description="profile command: the command line ({instruction}, {workdir}, {model})"
     )
     timeout_s: float = Field(900.0, gt=0, description="wall-clock limit for the agent")
+    archive: bool = Field(
+        False,
+        description="HyperAgents: the archive's candidates, their surface files and train "
+        "results, readable (read-only) at $RSI_ARCHIVE",
+    )
+    archive_max: int = Field(30, ge=1, description="archive: the newest candidates shown")
     transcript_max_bytes: int = Field(
         256 << 10, ge=0, description="transcript kept per file in the mutation's evidence"
     )
@@ -129,12 +150,20 @@ class AgentCli(MutateOperator):
     config: AgentCliConfig
 
     def mutate(self, ctx: MutateContext) -> Mutation:
-        with tempfile.TemporaryDirectory(prefix="rsi-transcript-") as logs:
-            return self._mutate(ctx, Path(logs))
+        with (
+            tempfile.TemporaryDirectory(prefix="rsi-transcript-") as logs,
+            tempfile.TemporaryDirectory(prefix="rsi-archive-") as archive,
+        ):
+            return self._mutate(ctx, Path(logs), Path(archive))
 
-    def _mutate(self, ctx: MutateContext, logs: Path) -> Mutation:
+    def _mutate(self, ctx: MutateContext, logs: Path, archive: Path) -> Mutation:
         cfg = self.config
-        instruction = cfg.render("agent_cli.md.j2", **mutation_context(ctx, cfg))
+        context = mutation_context(ctx, cfg)
+        extra: list[Mount] = []
+        if cfg.archive:
+            context["archive"] = write_archive(ctx, archive, cfg.archive_max)
+            extra.append(Mount(archive, ARCHIVE_INSIDE, writable=False))
+        instruction = cfg.render("agent_cli.md.j2", **context)
         sb = make_sandbox(cfg.sandbox)
         work = Mount(ctx.workdir, WORK_INSIDE, writable=True)
         transcript = Mount(logs, TRANSCRIPT_INSIDE, writable=True)
@@ -147,10 +176,11 @@ class AgentCli(MutateOperator):
             "RSI_WORKDIR": sb.view(work),
             "RSI_TRANSCRIPT": sb.view(transcript),
             "HOME": "/tmp",
+            **({"RSI_ARCHIVE": sb.view(extra[0])} if extra else {}),
         }
         res = sb.run(
             argv,
-            mounts=[work, transcript, *mounts],
+            mounts=[work, transcript, *extra, *mounts],
             cwd=work,
             env=env,
             timeout=cfg.timeout_s,
@@ -183,3 +213,43 @@ def _transcript(folder: Path, cap: int) -> dict[str, str]:
             with f.open("rb") as fh:
                 out[f.relative_to(folder).as_posix()] = fh.read(cap).decode(errors="replace")
     return out
+
+
+def _train(run: RunView, c: CandidateView) -> tuple[float | None, dict[str, float] | None]:
+    """``c``'s train score (or the stage it stopped at) and per-task train rewards."""
+    score = run.score(c.id, "train")
+    if score is None and c.stopped_at is not None and c.stopped_at.startswith("train"):
+        score = run.score(c.id, c.stopped_at)
+    return score, run.rewards(c.id, "train")
+
+
+def write_archive(ctx: MutateContext, folder: Path, limit: int) -> list[dict[str, Any]]:
+    """The archive, as HyperAgents' meta agent reads it: ``archive.json`` (the newest
+    ``limit`` admitted candidates with their train results only) and each one's surface
+    files under ``<id>/``. Returns the rows (for the instruction)."""
+    run = ctx.run
+    paths = sorted(
+        p.relative_to(ctx.workdir).as_posix()
+        for p in ctx.workdir.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and ctx.may_change(p.relative_to(ctx.workdir).as_posix())
+    )
+    rows = []
+    for c in sorted(run.admitted(), key=lambda c: c.generation)[-limit:]:
+        score, rewards = _train(run, c)
+        rows.append(
+            {"id": c.id, "parent": c.parent, "generation": c.generation,
+             "description": c.description, "train_score": score, "train_rewards": rewards,
+             "stopped_at": c.stopped_at}
+        )  # fmt: skip
+        for rel in paths:
+            try:
+                data = run.read_file(c.id, rel)
+            except (KeyError, OSError, ValueError):
+                continue
+            dest = folder / c.id / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+    (folder / "archive.json").write_text(json.dumps(rows, indent=1))
+    return rows

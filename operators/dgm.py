@@ -7,9 +7,9 @@ are favoured, and a candidate that already has many children is explored less. D
 the children in its archive (``children: archived``); the default here also counts
 children in flight and judged ones, so K proposals in steady mode spread out. HyperAgents'
 ``select_parent`` differs (midpoint: the mean of the top three scores; penalty
-``exp(-(children/8)**3)``); this operator is DGM's. A candidate a staged evaluation
-archived at a stage (``on_fail: archive``) is drawn with that stage's score, as DGM scores
-a child on what it was evaluated on. Its archive keeps every valid child (``keep_all``),
+``exp(-(children/8)**3)``): ``formula: hyperagents`` selects with it. A candidate a staged
+evaluation archived at a stage (``on_fail: archive``) is drawn with that stage's score, as
+DGM scores a child on what it was evaluated on. Its archive keeps every valid child (``keep_all``),
 so later generations can branch from stepping stones that did not improve on their parent.
 """
 
@@ -70,10 +70,33 @@ def score_child_weights(
     return {cid: w / total for cid, w in raw.items()}
 
 
+def hyperagents_weights(
+    rows: list[tuple[str, float]], children: Counter[str], lam: float
+) -> dict[str, float]:
+    """Normalised HyperAgents weights: ``sigmoid(lam·(score - m)) · exp(-(children/8)^3)``
+    with ``m`` the mean of the three best scores (adaptive, no tuned midpoint)."""
+    top = sorted((s for _, s in rows), reverse=True)[:3]
+    midpoint = sum(top) / len(top)
+    raw = {
+        cid: (1.0 / (1.0 + math.exp(-lam * (score - midpoint))))
+        * math.exp(-((children.get(cid, 0) / 8.0) ** 3))
+        for cid, score in rows
+    }
+    total = sum(raw.values())
+    if total <= 0:
+        return {cid: 1.0 / len(raw) for cid in raw}
+    return {cid: w / total for cid, w in raw.items()}
+
+
 class ScoreChildPropConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lam: float = Field(10.0, ge=0, description="sigmoid steepness λ (0: scores ignored)")
     midpoint: float = Field(0.5, description="score at which the sigmoid is one half")
+    formula: Literal["dgm", "hyperagents"] = Field(
+        "dgm",
+        description="dgm: sigmoid(λ(s - midpoint))/(1 + n); hyperagents: midpoint = mean of "
+        "the top-3 scores, penalty exp(-(n/8)^3)",
+    )
     split: Literal["gate", "train"] = Field(
         "gate", description="the score drawn on (DGM: what it was evaluated on, train)"
     )
@@ -102,7 +125,10 @@ class ScoreChildProp(SelectOperator):
         if not rows:
             raise ValueError(f"no admitted candidate with a {cfg.split} score to select from")
         kids = children_counts(ctx.run, archived=cfg.children == "archived")
-        weights = score_child_weights(rows, kids, cfg.lam, cfg.midpoint)
+        if cfg.formula == "hyperagents":
+            weights = hyperagents_weights(rows, kids, cfg.lam)
+        else:
+            weights = score_child_weights(rows, kids, cfg.lam, cfg.midpoint)
         ids = [cid for cid, _ in rows]
         pick = ctx.rng.choices(ids, weights=[weights[i] for i in ids], k=1)[0]
         score = dict(rows)[pick]

@@ -14,10 +14,14 @@ Calls go through the run's gateway (:func:`rsiframe.llm.current`), which meters 
 
 from __future__ import annotations
 
-from pydantic import Field
+import json
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rsiframe import llm
 from rsiframe.api import MutateContext, MutateOperator, Mutation
+from rsiframe.operators.ahe import attribution_report
 from rsiframe.operators.edits import EditError, apply_edits, parse_edits
 from rsiframe.operators.llmprompt import ContextLimits, ModelOperatorConfig, mutation_context
 
@@ -39,6 +43,12 @@ class LlmEditConfig(ModelOperatorConfig, ContextLimits):
     retries: int = Field(2, ge=0, description="times a failed edit is fed back to the model")
     whole_file_max_bytes: int = Field(
         4000, ge=0, description="files up to this size may be answered whole"
+    )
+    declare: bool = Field(
+        False,
+        description="AHE: the model declares its change(s) with the edit, per change the "
+        "train tasks it should fix and the tasks it may break (returned in "
+        "Mutation.details.manifest), and gets the parent's change-attribution report",
     )
     instructions_file: str | None = Field(
         None,
@@ -77,7 +87,14 @@ class LlmEdit(MutateOperator):
     def mutate(self, ctx: MutateContext) -> Mutation:
         cfg = self.config
         context = mutation_context(ctx, cfg)
-        prompt = cfg.render("llm_edit.md.j2", instructions=self._instructions(ctx), **context)
+        attribution = attribution_report(ctx.run, ctx.parent) if cfg.declare else None
+        prompt = cfg.render(
+            "llm_edit.md.j2",
+            instructions=self._instructions(ctx),
+            declare=cfg.declare,
+            attribution=attribution,
+            **context,
+        )
         messages = [{"role": "user", "content": prompt}]
         client = llm.current()
         attempts: list[dict] = []
@@ -86,7 +103,8 @@ class LlmEdit(MutateOperator):
                 cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
             )
             try:
-                edits = parse_edits(answer.text, default_path=context["single_file"])
+                text, declared = split_manifest(answer.text) if cfg.declare else (answer.text, None)
+                edits = parse_edits(text, default_path=context["single_file"])
                 big = [e.path for e in edits if e.whole and self._big(ctx, e.path)]
                 if big:
                     raise EditError(
@@ -102,15 +120,47 @@ class LlmEdit(MutateOperator):
                 continue
             first = answer.text.strip().splitlines()[0] if answer.text.strip() else ""
             description = first[:200] if first and "<<<<<<<" not in first else "llm_edit"
-            return Mutation(
-                description=description,
-                details={
-                    "model": cfg.model,
-                    "changed": changed,
-                    "edits": [{"path": e.path, "whole": e.whole} for e in edits],
-                    "failed_attempts": attempts,
-                },
-            )
+            details = {
+                "model": cfg.model,
+                "changed": changed,
+                "edits": [{"path": e.path, "whole": e.whole} for e in edits],
+                "failed_attempts": attempts,
+            }
+            if declared is not None:
+                details["manifest"] = declared
+            return Mutation(description=description, details=details)
         raise EditRejected(
             f"no applicable edit after {cfg.retries + 1} answers; last: {attempts[-1]['error']}"
         )
+
+
+MANIFEST = re.compile(r"CHANGE MANIFEST:?\s*```(?:json)?\s*\n(.*?)```", re.S)
+
+
+class DeclaredChange(BaseModel):
+    """One change as the editor declares it (AHE's change manifest entry)."""
+
+    model_config = ConfigDict(extra="ignore")
+    change: str = Field(max_length=500)
+    files: list[str] = Field(default_factory=list, max_length=20)
+    predicted_fixes: list[str] = Field(default_factory=list, max_length=200)
+    risk_tasks: list[str] = Field(default_factory=list, max_length=200)
+    decision: str = Field("", max_length=200)  # on an earlier change: keep, improve, rollback
+
+
+class DeclaredManifest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    changes: list[DeclaredChange] = Field(min_length=1, max_length=10)
+
+
+def split_manifest(text: str) -> tuple[str, dict]:
+    """The answer without its ``CHANGE MANIFEST`` block, and the manifest; an answer
+    without a valid one raises :class:`EditError` (fed back to the model)."""
+    match = MANIFEST.search(text)
+    if match is None:
+        raise EditError("no CHANGE MANIFEST block (a fenced JSON object after the edits)")
+    try:
+        declared = DeclaredManifest.model_validate(json.loads(match.group(1)))
+    except (ValueError, ValidationError) as exc:
+        raise EditError(f"the CHANGE MANIFEST is not valid: {str(exc)[:300]}") from exc
+    return text[: match.start()] + text[match.end() :], declared.model_dump(mode="json")

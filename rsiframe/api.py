@@ -25,6 +25,11 @@ class ProposalSkipped(Exception):
     failure (no traceback)."""
 
 
+class SearchConverged(Exception):
+    """A select operator declares the search converged by its method's rule (A-Evolve's
+    convergence stop): the run ends ``finished`` with this reason, no child proposed."""
+
+
 class InformationFlowError(Exception):
     """An operator asked for something its slot may not see (sealed scores, gate detail).
 
@@ -205,6 +210,9 @@ class CandidateView:
     #: or admitted with that stage's score (``on_fail: archive``, DGM); its score is
     #: ``run.score(id, stopped_at)``
     stopped_at: str | None = None
+    #: the digest of its mutate operator's result (``Mutation``: description and details,
+    #: e.g. the change manifest an editor declared with its edit; ``run.artifact`` reads it)
+    mutation: str | None = None
 
 
 class RunView(Protocol):

@@ -66,6 +66,7 @@ class Candidate:
     recorded: bool = False
     rollout: str | None = None
     analysis: str | None = None
+    mutation: str | None = None  # artifact: the mutate operator's result (its details)
     model: dict[str, Any] | None = None  # the latest model_built (D/T/H builds)
     placement: dict[str, Any] = field(default_factory=dict)  # island, cell (select's placement)
     second_parent: str | None = None  # a merge's second parent
@@ -337,6 +338,7 @@ class RunState:
         if c.rejected is None:
             self.tree_holders.setdefault(d.tree, {})[c.id] = c.generation
         c.description = d.description
+        c.mutation = d.mutation
         c.changes = list(d.changes)
         c.splits = tuple(d.splits)
         c.merged_commit = d.merged_commit

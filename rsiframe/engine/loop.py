@@ -39,7 +39,7 @@ from rsiframe.engine.runstart import RunParts, create_run, open_run
 from rsiframe.engine.scheduler import WAIT, Scheduler, candidate_id, grace_seconds, seed_failure
 from rsiframe.engine.startwarnings import start_warnings
 from rsiframe.engine.taskruns import TaskRunMeter, budget_guard
-from rsiframe.engine.transaction import RunFailure, Transaction, failure_reason
+from rsiframe.engine.transaction import RunConverged, RunFailure, Transaction, failure_reason
 from rsiframe.evaluators import health
 from rsiframe.executors.base import Executor
 from rsiframe.gateway.runmodels import RunModels, budget_refusal
@@ -316,6 +316,9 @@ class Engine:
                 self.sched.stop(grace_seconds())
                 self.emit(E.RunInterrupted(reason="interrupted by the user"))
                 raise
+        except RunConverged as exc:  # select's method rule ended the search
+            self.sched.stop(grace_seconds())
+            return self._finish("finished", str(exc))
         except Exception as exc:  # the run stays resumable; the caller reports the error
             self.sched.stop(0.0)
             if (refused := budget_refusal(exc)) is not None:  # the gateway's 429 (select ...)

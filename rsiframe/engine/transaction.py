@@ -39,6 +39,7 @@ from rsiframe.api import (
     ProposalSkipped,
     Rollout,
     RolloutContext,
+    SearchConverged,
     SelectContext,
     ValidateContext,
 )
@@ -67,6 +68,10 @@ Emit = Callable[[E.EventData], Any]
 
 class RunFailure(Exception):
     """The run cannot go on (e.g. select chose a non-admitted parent)."""
+
+
+class RunConverged(Exception):
+    """Select declared the search converged (:class:`~rsiframe.api.SearchConverged`)."""
 
 
 def failure_reason(exc: Exception) -> str:
@@ -155,6 +160,8 @@ class Transaction:
         try:
             sel = self.calls.call(cid, "select", lambda: op.select(ctx))
         except OperatorFailed as exc:
+            if isinstance(exc.__cause__, SearchConverged):
+                raise RunConverged(str(exc.__cause__)) from exc
             raise RunFailure(str(exc)) from exc
         parent = state.candidates.get(sel.parent)
         if parent is None or parent.state != "admitted":

@@ -48,6 +48,7 @@ def as_view(c: Candidate) -> CandidateView:
         parents=tuple(c.parents),
         analysis=c.analysis,
         stopped_at=c.stopped_at,
+        mutation=c.mutation,
     )
 
 
@@ -274,6 +275,7 @@ class StateView:
             reflected = [d for g, d in st.reflected.items() if before is None or g < before]
             seen = [c for c in st.candidates.values() if self._seen(c)]
             evidence = [(c.rollout, c.analysis, rec) for c in seen for rec in _train_records(c)]
+            evidence += [(c.mutation, None, None) for c in seen if c.mutation]
             cached = self._visible.get(before)
         if cached is not None and cached[0] == key:
             # a new rollout or analysis does not change the counts: those are checked directly

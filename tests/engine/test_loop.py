@@ -308,3 +308,26 @@ def test_a_select_that_breaks_the_rules_fails_the_run_resumably(tmp_path: Path) 
     st = status_json(out)
     assert st["state"] == "failed"
     assert st["candidates"][0]["state"] == "admitted"  # the seed's work is kept
+
+
+def test_a_select_that_declares_convergence_ends_the_run_finished_with_its_reason(
+    tmp_path: Path,
+) -> None:
+    """A-Evolve's convergence stop: select's SearchConverged ends the run ``finished``, no
+    child proposed after it, the anchor evaluated, and the history verifies."""
+    mini = make_mini(tmp_path / "p", generations=6, children=1)
+    out = run_mini(
+        mini,
+        "--set",
+        "slots.select.operator=rollback",
+        "--set",
+        "slots.select.config.converge.window=2",
+        "--set",
+        "slots.select.config.converge.epsilon=1.0",
+    )
+    st = status_json(out)
+    assert st["state"] == "finished"
+    assert st["reason"].startswith("converged: the best gate score rose"), st["reason"]
+    assert "in the last 2 generations (epsilon 1.0)" in st["reason"]
+    assert len(st["candidates"]) == 3  # the seed and two generations: the window, then the stop
+    assert cli("verify", out).exit_code == 0

@@ -117,3 +117,34 @@ def test_a_child_stopped_at_stage_one_is_drawn_with_its_stage_score() -> None:
     )
     for cid, p in want.items():
         assert abs(picks[cid] / n - p) < 0.02, (cid, picks[cid] / n, p)
+
+
+def test_score_child_prop_hyperagents_formula() -> None:
+    """HyperAgents' select_parent: midpoint = mean of the top-3 scores, child penalty
+    exp(-(n/8)^3), not DGM's fixed midpoint and 1/(1 + n)."""
+    from rsiframe.operators.dgm import hyperagents_weights
+
+    gate = {"c0": 0.2, "c1": 0.6, "c2": 0.45, "c3": 0.9}
+    kids = Counter({"c0": 9, "c1": 4})
+    mid = (0.9 + 0.6 + 0.45) / 3
+
+    def expect(score: float, n: int) -> float:
+        return 1 / (1 + math.exp(-10 * (score - mid))) * math.exp(-((n / 8) ** 3))
+
+    raw = {c: expect(s, kids.get(c, 0)) for c, s in gate.items()}
+    want = {k: v / sum(raw.values()) for k, v in raw.items()}
+    got = hyperagents_weights(list(gate.items()), kids, 10.0)
+    assert got == pytest.approx(want)
+    assert got != pytest.approx(score_child_weights(list(gate.items()), kids, 10.0, 0.5))
+    # four children cost HyperAgents ~12 % of the weight, DGM 80 %
+    assert math.exp(-((4 / 8) ** 3)) == pytest.approx(0.8825, abs=1e-4)
+    # the operator draws with it
+    cands = [view("c0"), view("c1", "c0"), view("c2", "c0"), view("c3", "c1")]
+    run = Run(cands, gate)
+    op = ScoreChildProp(ScoreChildPropConfig(formula="hyperagents"))
+    kids_run = children_counts(run)
+    want_run = hyperagents_weights(list(gate.items()), kids_run, 10.0)
+    n = 6000
+    picks = Counter(op.select(SelectContext(run, random.Random(s), 1)).parent for s in range(n))
+    for cid, p in want_run.items():
+        assert abs(picks[cid] / n - p) < 0.03, (cid, picks[cid] / n, p)

@@ -109,3 +109,67 @@ def test_seed_agent_solves_a_task_through_the_gateway_with_scripted_tool_calls(
     # the task's own verifier, in the sandbox it needs (it runs no agent code outside one)
     assert gen.score(task, (app / "gcd.py").read_text()) == "1"
     assert gw.ledger.totals.calls == 3
+
+
+def _solve_with_stub(agent: Path, task: Path, app: Path, answers: list, gw_dir: Path) -> int:
+    """Run the agent in ``agent`` on ``task`` against the stub behind the real gateway;
+    the number of model calls it made."""
+    import os
+    import shutil
+
+    from rsiframe.gateway.app import Gateway, Ledger
+    from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
+    from rsiframe.recipe.models import ModelSpec
+
+    stub = StubLLM(Script(answers=answers, default=Answer(content="```python\npass\n```")))
+    srv = ServerThread(stub.app).start()
+    model = ModelSpec.model_validate({"base_url": srv.url, "model": "stub-model"})
+    gw = Gateway({"default": model}, Ledger(gw_dir), environ={}).start()
+    shutil.copytree(task / "environment", app, ignore=shutil.ignore_patterns("Dockerfile"))
+    env = {
+        **os.environ,
+        "RSI_APP": str(app),
+        "RSI_INSTRUCTION": str(task / "instruction.md"),
+        "OPENAI_BASE_URL": gw.url,
+        "OPENAI_API_KEY": gw.consumer("agent", candidate="seed").token,
+    }
+    try:
+        run = subprocess.run(
+            [sys.executable, str(agent / "agent.py")],
+            env=env,
+            cwd=app,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        gw.stop()
+        srv.stop()
+    assert run.returncode == 0, run.stderr[-2000:]
+    return stub.stats.requests
+
+
+def test_seed_agent_solves_a_task_only_after_a_skill_line_is_added(tmp_path: Path) -> None:
+    """A-Evolve's workspace acts: the seed agent appends ``workspace/skills.md`` to its
+    prompt, and a model that fixes ``clamp`` only under a skill line fails without the line
+    and passes once the skill file holds it."""
+    import shutil
+
+    from rsiframe.gateway.stub import Answer
+
+    gen = _generator()
+    i, spec = next((i, s) for i, s in enumerate(gen.SPECS, start=1) if s.name == "clamp")
+    task = PYFIX / gen.task_id(i)
+    skill = "Clamp with care: lo bounds from below, hi from above."
+    answers = [Answer(when=skill, repeat=True, content=f"```python\n{spec.solution}```")]
+    agent = tmp_path / "agent"
+    shutil.copytree(PYFIX / "seed", agent)
+    scores = []
+    for attempt, skills in enumerate((None, "# Skills\n", f"# Skills\n- {skill}\n")):
+        if skills is not None:
+            (agent / "workspace").mkdir(exist_ok=True)
+            (agent / "workspace" / "skills.md").write_text(skills)
+        app = tmp_path / f"app{attempt}"
+        assert _solve_with_stub(agent, task, app, answers, tmp_path / f"gw{attempt}") == 1
+        scores.append(gen.score(task, (app / "clamp.py").read_text()))
+    assert scores == ["0", "0", "1"]

@@ -6,6 +6,8 @@ Two modes, one tool loop (read_file, write_file, run, finish) over one folder:
   task's work dir): it reads the task from ``$RSI_INSTRUCTION``, works in ``/app``
   (``$RSI_APP``) with ``prompt.md``, and a model that cannot call tools may answer with a
   fenced python block, written to the file the task names;
+  Its workspace (``workspace/skills.md``, ``workspace/memory.md``), when present, is
+  appended to the prompt (A-Evolve evolves those files);
 - improving itself (``agent.py --self-improve --problem TEXT``, run in a copy of its own
   folder, e.g. by ``agent_cli`` with ``profile: command``, the Darwin Gödel Machine's
   self-modification): it works on its own files with ``self_improve.md`` as the prompt.
@@ -126,6 +128,17 @@ def loop(config: dict, root: Path, prompt: str, target: re.Match | None) -> int:
     return 0
 
 
+def workspace_notes() -> str:
+    """The agent's evolved skills and memory (``workspace/skills.md``, ``memory.md``), when
+    its folder has them: A-Evolve's workspace, read at solve time."""
+    notes = ""
+    for name in ("skills.md", "memory.md"):
+        path = HERE / "workspace" / name
+        if path.is_file():
+            notes += f"\n\n## {name} (your workspace)\n\n" + path.read_text()[:8000]
+    return notes
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--self-improve", action="store_true", help="improve this agent's own code")
@@ -137,6 +150,7 @@ def main(argv: list[str]) -> int:
         return loop(config, HERE, prompt, None)
     instruction = Path(os.environ.get("RSI_INSTRUCTION", "/task/instruction.md")).read_text()
     prompt = (HERE / "prompt.md").read_text().replace("{instruction}", instruction)
+    prompt += workspace_notes()
     app = Path(os.environ.get("RSI_APP", "/app"))
     return loop(config, app, prompt, TARGET.search(instruction))
 
