@@ -123,6 +123,8 @@ def test_openevolve_runs_each_mechanism_on_pyfix(stub: StubLLM, tmp_path: Path) 
     calls = [e["data"] for e in evs if e["type"] == "model_call"]
     for cid, d in details.items():
         assert d["model"] in ("proposer", "proposer_strong")
+        assert d["branch"] == proposed[cid]["placement"]["branch"]  # select's, handed on
+        assert d["top"] == proposed[cid]["placement"]["top"]
         assert d["model"] in {c["model"] for c in calls if c.get("candidate") == cid}
     prompts = [str(r["messages"][-1]["content"]) for r in stub.requests]
     prompts = [p for p in prompts if MUTATOR in p]
