@@ -19,9 +19,10 @@ OpenEvolve (``algorithmicsuperintelligence/openevolve``, ``database.py`` and its
 
 State is a fold over the run view (who joined which island in which generation, with
 which score), so a resumed run and the viewer see the same islands. Programs are ranked by
-``split``'s score (train by default: the gate split stays the champion's and the
-report's, and nothing of it reaches the prompt). A child stopped by a cascade stage and
-archived ranks by that stage's score. Generations are the run's, not per island.
+train score, and a score feature must be on train (the ranking and the cells reach the
+prompt; the gate split stays the champion's and the report's). A child stopped by a
+cascade stage and archived ranks by that stage's score. Generations are the run's, not
+per island.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ class OpenEvolveConfig(IslandsConfig):
     exploitation: float = Field(
         0.7, ge=0, le=1, description="share of uniform members of the island's elite archive"
     )
-    split: Literal["train", "gate"] = Field(
-        "train", description="the score programs are ranked by (elites, top, migrants)"
+    split: Literal["train"] = Field(
+        "train",
+        description="the score programs are ranked by (elites, top, migrants): train only, "
+        "since the ranking and the cells reach the mutation prompt",
     )
     num_top_programs: int = Field(3, ge=0, description="the island's best shown in the prompt")
     num_diverse: int = Field(2, ge=0, description="elites of other cells shown in the prompt")
@@ -61,6 +64,8 @@ class OpenEvolveConfig(IslandsConfig):
     def _shares(self) -> OpenEvolveConfig:
         if self.exploration + self.exploitation > 1 + 1e-9:
             raise ValueError("exploration + exploitation must be at most 1 (the rest: random)")
+        if any(f.kind == "score" and f.split != "train" for f in self.features):
+            raise ValueError("a score feature must be on train: cells are shown to the mutator")
         return self
 
 

@@ -70,6 +70,27 @@ def test_ratios_are_configurable_and_must_leave_room_for_random() -> None:
         OpenEvolveConfig(exploration=0.5, exploitation=0.6)
 
 
+def test_no_gate_score_can_shape_what_the_mutator_is_shown() -> None:
+    """The ranking (top programs, elites) and the cells reach the mutation prompt: a gate
+    descriptor or a gate ranking would leak the gate split to the mutator."""
+    with pytest.raises(ValidationError, match="must be on train"):
+        OpenEvolveConfig.model_validate({"features": [{"kind": "score", "split": "gate"}]})
+    with pytest.raises(ValidationError):
+        OpenEvolveConfig.model_validate({"split": "gate"})
+    # train ranks, whatever the gate says: c0004 is best on train, worst on gate
+    cands = [placed("c0000", None, None, 0)] + [placed(f"c000{i}", "c0000", 0, 1) for i in (2, 4)]
+
+    class SplitRun(Run):
+        def score(self, cid: str, split: str) -> float | None:
+            train = {"c0000": 0.1, "c0002": 0.3, "c0004": 0.9}
+            return train[cid] if split == "train" else 1.0 - train[cid]
+
+    s = op(num_islands=2, exploration=1.0, exploitation=0.0).select(
+        ctx(SplitRun(cands, {}), "c0010", 1, random.Random(0))
+    )
+    assert s.placement["top"][0] == ("c0004" if s.parent != "c0004" else "c0002")
+
+
 def migration_run() -> Run:
     cands = [
         placed("c0000", None, None, 0),
