@@ -303,6 +303,9 @@ class MutateContext(Context):
     lessons: str
     surface_include: tuple[str, ...]
     surface_exclude: tuple[str, ...]
+    #: the placement select recorded for this child (``Selection.placement``): the child is
+    #: of the current generation, which the run view hides from this call
+    placement: dict[str, Any] = field(default_factory=dict)
 
     def may_change(self, path: str) -> bool:
         """True when the surface allows changing ``path`` (the guardrail's own rule)."""

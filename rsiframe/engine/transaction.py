@@ -119,6 +119,7 @@ class Transaction:
         self.outage_of = outage_of
         #: merges proposed by select, run by :meth:`run`: (plan, second parent, base)
         self._merges: dict[str, tuple[MergePlan, Candidate, Candidate]] = {}
+        self._placements: dict[str, dict[str, Any]] = {}  # select's, for the child's mutate
 
     def put_json(self, value: Any) -> str:
         return self.put(canonical_json(value))
@@ -133,6 +134,7 @@ class Transaction:
         """The parent of the next child, as the event that proposes it (a cut proposal's
         retake, or select's choice)."""
         proposed = self._retake(state, cid, generation) or self._selected(state, cid, generation)
+        self._placements[cid] = dict(proposed.placement)
         self.claims.opened(cid, len(state.candidates))
         return proposed
 
@@ -234,6 +236,7 @@ class Transaction:
             outcome = self._failed(cid, exc)
         finally:
             self.claims.closed(cid)
+            self._placements.pop(cid, None)
         if (why := self.meter.refused.pop(cid, None)) is not None:  # max_task_runs: the run
             return E.CandidateRejected(id=cid, stage="budget", reasons=[why])  # ends exhausted
         return outcome
@@ -279,6 +282,7 @@ class Transaction:
             view.lessons,
             self.surface.include,
             self.surface.exclude,
+            self._placements.pop(cid, {}),
         )
         mop = calls.op("mutate")
         # mutation.usage (the operator's own report) stays in the mutation artifact only:

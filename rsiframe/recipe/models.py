@@ -113,6 +113,10 @@ def references(slot_configs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
         for key, value in config.items():
             if (key == "model" or key.endswith(MODEL_KEY_SUFFIX)) and isinstance(value, str):
                 out[f"slots.{slot}.config.{key}"] = value
+            elif key == "models" and isinstance(value, list):  # a weighted ensemble
+                for i, member in enumerate(value):
+                    if isinstance(member, Mapping) and isinstance(member.get("model"), str):
+                        out[f"slots.{slot}.config.models[{i}].model"] = member["model"]
     return out
 
 
@@ -130,6 +134,7 @@ def named_models(config: Any) -> set[str]:
                 out.add(value)
             elif (k == "models" or k.endswith(MODEL_KEY_SUFFIX + "s")) and isinstance(value, list):
                 out.update(v for v in value if isinstance(v, str))
+                out |= named_models([v for v in value if not isinstance(v, str)])
             else:
                 out |= named_models(value)
     elif isinstance(config, list):

@@ -81,3 +81,26 @@ def test_the_dgm_recipe_is_the_parents_own_agent_with_an_archiving_stage(
     assert slots["select"]["config"]["children"] == "archived"
     assert r.data["evaluator"]["stages"][0]["on_fail"] == "archive"
     assert "reflect" not in slots and "self_improve.md" in r.data["surface"]["include"]
+
+
+def test_the_openevolve_recipe_samples_branches_ensembles_models_and_cascades(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LLM_API_KEY", "k")
+    r = load_recipe(REPO / "recipes" / "pyfix" / "openevolve.yaml")
+    slots = r.data["slots"]
+    select = slots["select"]["config"]
+    assert slots["select"]["operator"] == "openevolve"
+    assert (select["exploration"], select["exploitation"]) == (0.2, 0.7)
+    assert (select["num_top_programs"], select["num_diverse"], select["split"]) == (3, 2, "train")
+    assert [f["kind"] for f in select["features"]] == ["score", "size"]  # pyfix adds a size
+    mutate = slots["mutate"]["config"]
+    assert slots["mutate"]["operator"] == "openevolve_edit" and mutate["diff_based"] is True
+    weights = {m["model"]: m["weight"] for m in mutate["models"]}
+    assert weights == {"proposer": 0.8, "proposer_strong": 0.2}
+    assert set(weights) <= set(r.data["models"])
+    assert [s["split"] for s in r.data["evaluator"]["stages"]] == ["train", "train"]
+    assert r.data["evaluator"]["stages"][0]["on_fail"] == "archive"
+    assert slots["gate"]["operator"] == "keep_all"
+    assert "reflect" not in slots and "analyze" not in slots  # OpenEvolve has neither
