@@ -225,6 +225,9 @@ class RunState:
     #: the latest generation of an admitted candidate (-1: none), so a view with a
     #: generation horizon knows when the ranking needs no filtering
     admitted_generation: int = field(default=-1, repr=False)
+    #: the most model tokens and cost any child past its mutation spent in its operators
+    #: (None: no such child spent anything), for the budget's in-flight estimate
+    spent_max: tuple[int, float] | None = field(default=None, repr=False)
     INDEXES: ClassVar[tuple[str, ...]] = (
         "active",
         "admitted_ids",
@@ -232,6 +235,7 @@ class RunState:
         "admission_log",
         "tree_holders",
         "admitted_generation",
+        "spent_max",
     )
 
     # -- folding ---------------------------------------------------------------------
@@ -252,6 +256,9 @@ class RunState:
         cid = ev.data.get("id")
         if isinstance(cid, str) and (c := self.candidates.get(cid)) is not None:
             self._index_active(c)
+            self._index_spent(c)
+        elif ev.type == "model_call" and (c := self.candidates.get(str(ev.data.get("candidate")))):
+            self._index_spent(c)
 
     # -- indexes -------------------------------------------------------------------
 
@@ -261,6 +268,16 @@ class RunState:
             self.active.pop(c.id, None)
         elif c.id not in self.active:
             self.active[c.id] = c
+
+    def _index_spent(self, c: Candidate) -> None:
+        """Raise :attr:`spent_max` to what ``c``'s operators spent, once it is past its
+        mutation (usage only grows and a candidate never returns to ``proposed``, so the
+        maximum is kept as events fold instead of scanning every candidate per proposal)."""
+        spent = self.operator_usage.get(c.id)
+        if spent is None or c.is_seed or c.state == "proposed":
+            return
+        top = self.spent_max
+        self.spent_max = spent if top is None else (max(top[0], spent[0]), max(top[1], spent[1]))
 
     def _index_admitted(self, c: Candidate) -> None:
         bisect.insort(self.admitted_ids, (c.index, c.id))
@@ -274,8 +291,10 @@ class RunState:
         """Rebuild every index from the candidates (after loading a snapshot)."""
         self.active, self.admitted_ids, self.gate_ranking = {}, [], []
         self.admission_log, self.tree_holders, self.admitted_generation = [], {}, -1
+        self.spent_max = None
         for c in self.candidates.values():
             self._index_active(c)
+            self._index_spent(c)
             if c.state == "admitted":
                 self._index_admitted(c)
             if c.tree is not None and c.rejected is None:
