@@ -228,6 +228,9 @@ class RunState:
     #: the most model tokens and cost any child past its mutation spent in its operators
     #: (None: no such child spent anything), for the budget's in-flight estimate
     spent_max: tuple[int, float] | None = field(default=None, repr=False)
+    #: rollouts and analyses recorded (``rollout_done``, ``analysis_done``): with
+    #: ``records`` it tells a view when the artifacts operators may read have changed
+    evidence_events: int = field(default=0, repr=False)
     INDEXES: ClassVar[tuple[str, ...]] = (
         "active",
         "admitted_ids",
@@ -236,6 +239,7 @@ class RunState:
         "tree_holders",
         "admitted_generation",
         "spent_max",
+        "evidence_events",
     )
 
     # -- folding ---------------------------------------------------------------------
@@ -291,10 +295,11 @@ class RunState:
         """Rebuild every index from the candidates (after loading a snapshot)."""
         self.active, self.admitted_ids, self.gate_ranking = {}, [], []
         self.admission_log, self.tree_holders, self.admitted_generation = [], {}, -1
-        self.spent_max = None
+        self.spent_max, self.evidence_events = None, 0
         for c in self.candidates.values():
             self._index_active(c)
             self._index_spent(c)
+            self.evidence_events += (c.rollout is not None) + (c.analysis is not None)
             if c.state == "admitted":
                 self._index_admitted(c)
             if c.tree is not None and c.rejected is None:
@@ -344,9 +349,11 @@ class RunState:
 
     def _on_rollout_done(self, ev: Event, d: E.RolloutDone) -> None:
         self.candidates[d.id].rollout = d.rollout
+        self.evidence_events += 1
 
     def _on_analysis_done(self, ev: Event, d: E.AnalysisDone) -> None:
         self.candidates[d.id].analysis = d.analysis
+        self.evidence_events += 1
 
     def _on_candidate_mutated(self, ev: Event, d: E.CandidateMutated) -> None:
         c = self.candidates[d.id]
