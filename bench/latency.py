@@ -15,7 +15,10 @@ different program each time) for each child, and each child's evaluation costs
 - GEPA: one candidate at a time (it has no parallel mode); a reflection call per
   iteration, and the sleep is split over the evaluations of the new candidate.
 - ShinkaEvolve: its async runner (``ShinkaEvolveRunner``) with 4 evaluation jobs and 4
-  proposals in flight, local jobs; the evaluation program sleeps 0.5 s.
+  proposals in flight (so up to 8 candidates), local jobs, told 16 cores (it caps both by
+  ``os.cpu_count()``); the evaluation program sleeps 0.5 s.
+
+Where a peer's design makes the comparison uneven is printed under the table (``UNEVEN``).
 """
 
 from __future__ import annotations
