@@ -94,13 +94,16 @@ def drive(n: int, sandbox: str, workdir: Path) -> dict[str, float]:
     """The child process: create, drive and close one run, then resume it in-process."""
     root = workdir / f"n{n}"
     recipe = build(root, n, sandbox)
+    t_create = time.perf_counter()
     engine = Engine.create(recipe, None, root / "run")
     t0 = time.perf_counter()
     engine.drive()
     wall = time.perf_counter() - t0
     tm = engine.timings
+    t_close = time.perf_counter()
     engine.close()
     closed_at = time.time()
+    close_s = time.perf_counter() - t_close
     children = [c for c in tm.total if c != "c0000"]
     framework = [
         (tm.total[c] - tm.operator.get(c, 0.0) - tm.tasks.get(c, 0.0)) * 1000 for c in children
@@ -125,6 +128,8 @@ def drive(n: int, sandbox: str, workdir: Path) -> dict[str, float]:
         "p90_ms": framework[int(0.9 * (len(framework) - 1))],
         "task_ms": statistics.median(tm.tasks[c] * 1000 for c in children),
         "drive_s": wall,
+        "create_s": t0 - t_create,
+        "close_s": close_s,
         "resume_s": resume_s,
         "resume_cpu_s": resume_cpu_s,
         "fold_s": fold_s,

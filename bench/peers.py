@@ -16,6 +16,7 @@ candidate; "loop ms" = the framework's own loop only (for rsiframe: ``drive``).
 
     python bench/peers.py                     # 100 and 1000 candidates
     python bench/peers.py --sizes 100         # quicker
+    python bench/peers.py --latency           # throughput at model latency (bench/latency.py)
 
 Targets (issue 11) at 1,000: rsiframe/OpenEvolve <= 1.0, rsiframe/GEPA <= 0.5 (process ms).
 """
@@ -33,8 +34,10 @@ import textwrap
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import latency  # bench/latency.py: --latency
 import overhead  # bench/overhead.py: rsiframe's side
 
 
@@ -144,9 +147,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_stub(tmp: Path, calls: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_stub(tmp: Path, calls: int, delay_s: float = 0.0) -> tuple[subprocess.Popen[bytes], str]:
+    """The stub endpoint in its own process; each answer after ``delay_s`` (its sleep is
+    asynchronous: concurrent requests wait side by side, as at a provider)."""
     script = tmp / "answers.json"
-    answers = [{"content": answer(i)} for i in range(1, calls + 1)]
+    answers = [{"content": answer(i), "delay_s": delay_s} for i in range(1, calls + 1)]
     script.write_text(json.dumps({"answers": answers, "default": {"status": 500}}))
     port = free_port()
     proc = subprocess.Popen(
@@ -210,14 +215,111 @@ def stub_requests(url: str) -> int:
 
 def run_rsiframe(n: int, tmp: Path) -> dict[str, float]:
     row = overhead.measure(n, "process", tmp, resume_cli=False)
-    return {"process_ms": row["process_ms"], "loop_ms": row["drive_s"] / n * 1000, "llm_calls": 0}
+    return {
+        "process_ms": row["process_ms"],
+        "loop_ms": row["drive_s"] / n * 1000,
+        "llm_calls": 0,
+        # printed with the row (stderr): where a whole-process difference comes from
+        "create_s": row["create_s"],
+        "close_s": row["close_s"],
+        "resume_s": row["resume_s"],
+    }
+
+
+#: each peer's package on PyPI
+PACKAGES = {"openevolve": "openevolve", "gepa": "gepa", "shinka": "shinka-evolve"}
+
+
+def run_latency_peer(name: str, py: Path, url: str, tmp: Path) -> dict[str, Any]:
+    """One peer at model latency: its loop's wall time for latency.CANDIDATES children."""
+    n, work = latency.CANDIDATES, tmp / f"{name}-latency"
+    work.mkdir()
+    if name == "openevolve":
+        (work / "initial.py").write_text("# EVOLVE-BLOCK-START\nx = 0\n# EVOLVE-BLOCK-END\n")
+        (work / "evaluator.py").write_text(latency.OE_EVALUATOR)
+        (work / "config.yaml").write_text(
+            latency.OE_CONFIG.format(n=n, url=url, k=latency.INFLIGHT)
+        )
+        (work / "driver.py").write_text(OPENEVOLVE)
+        args = [str(n), str(work), str(work / "config.yaml")]
+    elif name == "gepa":
+        (work / "driver.py").write_text(latency.GEPA)
+        args = [str(n), url]
+    else:
+        latency.shinka_files(work)
+        args = [str(n), str(work), url]
+    env = {**os.environ, "OPENAI_API_KEY": "stub", "PYTHONDONTWRITEBYTECODE": "1"}
+    t0 = time.time()
+    proc = subprocess.run(
+        [str(py), str(work / "driver.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"{name} --latency failed:\n{proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {
+        "candidates": int(out.get("candidates", n)),
+        "loop_s": float(out["loop_s"]),
+        "process_s": out["done_at"] - t0,
+    }
+
+
+def run_latency(venv: Path, shinka_venv: Path, only: list[str]) -> None:
+    """``--latency``: candidates per minute at 1 s per model answer (bench/latency.py)."""
+    pys = {"openevolve": venv, "gepa": venv, "shinka": shinka_venv}
+    rows: list[tuple[str, dict[str, Any]]] = []
+    ver: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="rsiframe-latency-") as t:
+        tmp = Path(t)
+        os.environ.setdefault("RSIFRAME_KEY_DIR", str(tmp / "keys"))
+        stub, url = start_stub(tmp, 20 * latency.CANDIDATES, delay_s=latency.MODEL_S)
+        try:
+            for name in only:
+                before = stub_requests(url)
+                if name == "rsiframe":
+                    r = latency.run_rsiframe(tmp, url, latency.CANDIDATES)
+                else:
+                    make = latency.ensure_shinka if name == "shinka" else ensure_venv
+                    py = make(pys[name])
+                    ver[name] = latency.version(py, PACKAGES[name])
+                    r = run_latency_peer(name, py, url, tmp)
+                r["llm_calls"] = stub_requests(url) - before
+                r["per_min"] = r["candidates"] / r["loop_s"] * 60
+                rows.append((name, r))
+                print(json.dumps({"framework": name, **r}), file=sys.stderr, flush=True)
+        finally:
+            stub.terminate()
+            stub.wait()
+    latency.report(rows, ver)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--venv", type=Path, default=Path.home() / ".cache/rsiframe-bench/peers")
+    ap.add_argument(
+        "--latency",
+        action="store_true",
+        help="throughput at model latency instead: the stub answers after 1 s, 0.5 s of "
+        "evaluation per candidate, 4 in flight, 40 candidates (bench/latency.py)",
+    )
+    ap.add_argument(
+        "--shinka-venv", type=Path, default=Path.home() / ".cache/rsiframe-bench/shinka"
+    )
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=latency.FRAMEWORKS,
+        help="run these frameworks only (e.g. rsiframe while developing)",
+    )
     args = ap.parse_args()
+    if args.latency:
+        run_latency(args.venv, args.shinka_venv, args.only or list(latency.FRAMEWORKS))
+        return
+    only = [n for n in ("rsiframe", "openevolve", "gepa") if n in (args.only or [n])]
     py = ensure_venv(args.venv)
     ver = versions(py)
     rows: list[tuple[str, int, dict[str, float]]] = []
@@ -227,7 +329,7 @@ def main() -> None:
         stub, url = start_stub(tmp, 2 * sum(args.sizes) + 100)
         try:
             for n in args.sizes:  # side by side: each size for all three before the next
-                for name in ("rsiframe", "openevolve", "gepa"):
+                for name in only:
                     r = (
                         run_rsiframe(n, tmp)
                         if name == "rsiframe"
@@ -249,11 +351,19 @@ def main() -> None:
         f" {'model calls':>11} {'rsiframe/peer':>14}"
     )
     for name, n, r in rows:
-        ratio = "" if name == "rsiframe" else f"{ours[n]['process_ms'] / r['process_ms']:.2f}"
+        ratio = (
+            f"{ours[n]['process_ms'] / r['process_ms']:.2f}"
+            if name != "rsiframe" and n in ours
+            else ""
+        )
         print(
             f"{label[name]:<18} {n:>10} {r['process_ms']:>11.1f} {r['loop_ms']:>8.1f}"
             f" {r['llm_calls']:>11} {ratio:>14}"
         )
+    if len(ours) > 1:  # issue 29: no growth with run size (target <= 1.2)
+        small, large = min(ours), max(ours)
+        growth = ours[large]["process_ms"] / ours[small]["process_ms"]
+        print(f"rsiframe process ms at {large} / at {small}: {growth:.2f} (target <= 1.2)")
 
 
 if __name__ == "__main__":

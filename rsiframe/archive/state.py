@@ -226,6 +226,12 @@ class RunState:
     #: the latest generation of an admitted candidate (-1: none), so a view with a
     #: generation horizon knows when the ranking needs no filtering
     admitted_generation: int = field(default=-1, repr=False)
+    #: the most model tokens and cost any child past its mutation spent in its operators
+    #: (None: no such child spent anything), for the budget's in-flight estimate
+    spent_max: tuple[int, float] | None = field(default=None, repr=False)
+    #: rollouts and analyses recorded (``rollout_done``, ``analysis_done``): with
+    #: ``records`` it tells a view when the artifacts operators may read have changed
+    evidence_events: int = field(default=0, repr=False)
     INDEXES: ClassVar[tuple[str, ...]] = (
         "active",
         "admitted_ids",
@@ -233,6 +239,8 @@ class RunState:
         "admission_log",
         "tree_holders",
         "admitted_generation",
+        "spent_max",
+        "evidence_events",
     )
 
     # -- folding ---------------------------------------------------------------------
@@ -253,6 +261,9 @@ class RunState:
         cid = ev.data.get("id")
         if isinstance(cid, str) and (c := self.candidates.get(cid)) is not None:
             self._index_active(c)
+            self._index_spent(c)
+        elif ev.type == "model_call" and (c := self.candidates.get(str(ev.data.get("candidate")))):
+            self._index_spent(c)
 
     # -- indexes -------------------------------------------------------------------
 
@@ -262,6 +273,16 @@ class RunState:
             self.active.pop(c.id, None)
         elif c.id not in self.active:
             self.active[c.id] = c
+
+    def _index_spent(self, c: Candidate) -> None:
+        """Raise :attr:`spent_max` to what ``c``'s operators spent, once it is past its
+        mutation (usage only grows and a candidate never returns to ``proposed``, so the
+        maximum is kept as events fold instead of scanning every candidate per proposal)."""
+        spent = self.operator_usage.get(c.id)
+        if spent is None or c.is_seed or c.state == "proposed":
+            return
+        top = self.spent_max
+        self.spent_max = spent if top is None else (max(top[0], spent[0]), max(top[1], spent[1]))
 
     def _index_admitted(self, c: Candidate) -> None:
         bisect.insort(self.admitted_ids, (c.index, c.id))
@@ -275,8 +296,11 @@ class RunState:
         """Rebuild every index from the candidates (after loading a snapshot)."""
         self.active, self.admitted_ids, self.gate_ranking = {}, [], []
         self.admission_log, self.tree_holders, self.admitted_generation = [], {}, -1
+        self.spent_max, self.evidence_events = None, 0
         for c in self.candidates.values():
             self._index_active(c)
+            self._index_spent(c)
+            self.evidence_events += sum(d is not None for d in (c.rollout, c.analysis, c.mutation))
             if c.state == "admitted":
                 self._index_admitted(c)
             if c.tree is not None and c.rejected is None:
@@ -326,9 +350,11 @@ class RunState:
 
     def _on_rollout_done(self, ev: Event, d: E.RolloutDone) -> None:
         self.candidates[d.id].rollout = d.rollout
+        self.evidence_events += 1
 
     def _on_analysis_done(self, ev: Event, d: E.AnalysisDone) -> None:
         self.candidates[d.id].analysis = d.analysis
+        self.evidence_events += 1
 
     def _on_candidate_mutated(self, ev: Event, d: E.CandidateMutated) -> None:
         c = self.candidates[d.id]
@@ -339,6 +365,7 @@ class RunState:
             self.tree_holders.setdefault(d.tree, {})[c.id] = c.generation
         c.description = d.description
         c.mutation = d.mutation
+        self.evidence_events += d.mutation is not None
         c.changes = list(d.changes)
         c.splits = tuple(d.splits)
         c.merged_commit = d.merged_commit

@@ -205,16 +205,12 @@ def in_flight_usage(st: RunState) -> tuple[float, float]:
     child, the most any child that got past its mutation spent, by the gateway's count (an
     estimate; the gateway's reservations are the hard limit). While one is in flight and
     none got that far: all of it (inf)."""
-    # from the active index and the candidates that spent anything, not every candidate
+    # from the active index and the state's running maximum (spent_max), not a scan of
+    # every candidate that spent (which made a model run quadratic in its size)
     flying = sum(1 for c in st.active.values() if not c.is_seed and c.state == "proposed")
-    done = [(0, 0.0)] if st.children() > flying else []
-    done += [u for cid, u in st.operator_usage.items() if _past_mutation(st, cid)]
-    if not done:
+    top = st.spent_max
+    if top is None and st.children() <= flying:  # no child got past its mutation yet
         return (float("inf"), float("inf")) if flying else (0, 0.0)
     n = flying + 1  # the new child too
-    return max(t for t, _ in done) * n, max(c for _, c in done) * n
-
-
-def _past_mutation(st: RunState, cid: str) -> bool:
-    c = st.candidates.get(cid)
-    return c is not None and not c.is_seed and c.state != "proposed"
+    tokens, cost = top if top is not None else (0, 0.0)
+    return tokens * n, cost * n

@@ -73,7 +73,7 @@ class StateView:
         self.lock = threading.RLock()
         # who is reading (per thread): set for the length of one operator call by :meth:`calling`
         self._who = threading.local()
-        self._visible: dict[int | None, tuple[tuple[int, int, int], set[str]]] = {}
+        self._visible: dict[int | None, tuple[tuple[int, ...], set[str]]] = {}
 
     def _attr(self, name: str, default: Any = None) -> Any:
         return getattr(self._who, name, default)
@@ -271,16 +271,16 @@ class StateView:
         """Digests reachable from what operators see: train evidence, rollouts, lessons."""
         st, before = self._state, self.before
         with self.lock:
-            key = (st.records, len(st.candidates), len(st.reflected))
+            # what changes the answer: a certified record, a candidate, lessons, a rollout
+            # or an analysis; while none did, the cached set is the answer (no scan per read)
+            key = (st.records, len(st.candidates), len(st.reflected), st.evidence_events)
+            cached = self._visible.get(before)
+            if cached is not None and cached[0] == key:
+                return cached[1]
             reflected = [d for g, d in st.reflected.items() if before is None or g < before]
             seen = [c for c in st.candidates.values() if self._seen(c)]
             evidence = [(c.rollout, c.analysis, rec) for c in seen for rec in _train_records(c)]
             evidence += [(c.mutation, None, None) for c in seen if c.mutation]
-            cached = self._visible.get(before)
-        if cached is not None and cached[0] == key:
-            # a new rollout or analysis does not change the counts: those are checked directly
-            extra = {d for r, a, _ in evidence for d in (r, a) if d}
-            return cached[1] | extra
         out: set[str] = set(reflected)
         for rollout, analysis, rec in evidence:
             out.update(d for d in (rollout, analysis) if d)

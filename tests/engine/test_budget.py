@@ -166,3 +166,48 @@ def test_the_report_is_what_status_prints(signed_run: SignedRun) -> None:
     assert (used["candidates"], used["evaluations"], used["generations"]) == (1, 5, 0)
     assert BudgetGuard(Budget()).tokens_left(signed_run.state) is None
     assert BudgetGuard(Budget(max_model_tokens=9)).tokens_left(signed_run.state) == 9
+
+
+class _NoScan(dict[str, tuple[int, float]]):
+    """``operator_usage`` that fails when iterated: the in-flight estimate must not scan
+    every candidate that spent (a scan per proposal made a model run quadratic, #29)."""
+
+    def items(self):  # type: ignore[override]
+        raise AssertionError("in_flight_usage scanned every candidate's usage")
+
+    def values(self):  # type: ignore[override]
+        raise AssertionError("in_flight_usage scanned every candidate's usage")
+
+    def __iter__(self):  # type: ignore[override]
+        raise AssertionError("in_flight_usage scanned every candidate's usage")
+
+
+def test_the_in_flight_estimate_is_kept_as_events_fold_not_scanned(signed_run: SignedRun) -> None:
+    """The costliest child past its mutation, from the fold's running maximum: the same
+    answer as the scan it replaces, without looking at the other candidates; a child still
+    being mutated, a cut proposal's spending and later (record) spending all count right."""
+    signed_run.seed()
+    spent = {"c0001": (300, 0.5), "c0002": (900, 0.1), "c0003": (100, 2.0), "c0004": (5000, 9.0)}
+    for seq, (cid, (tokens, cost)) in enumerate(spent.items(), start=1):
+        signed_run.propose(cid, SEED, 1)
+        signed_run.emit(
+            E.ModelCall(seq=seq, candidate=cid, slot="mutate", prompt_tokens=tokens, cost_usd=cost)
+        )
+    for cid in ("c0001", "c0002", "c0003"):
+        signed_run.mutate(cid)  # c0004 is still being mutated: its spending does not count
+    st = signed_run.state
+    usage, st.operator_usage = st.operator_usage, _NoScan(st.operator_usage)
+    assert in_flight_usage(st) == (900 * 2, 2.0 * 2)  # one in flight and the new child
+    st.operator_usage = usage
+    signed_run.emit(
+        E.ModelCall(seq=5, candidate="c0001", slot="record", prompt_tokens=700, cost_usd=0.0)
+    )  # c0001's later operators spend too: 1000 tokens now
+    signed_run.emit(E.CandidateAbandoned(id="c0004", reason="the mutation did not finish"))
+    st = signed_run.state
+    assert st.spent_max == (5000, 9.0)  # past its mutation now (cut), its spending counts
+    usage, st.operator_usage = st.operator_usage, _NoScan(st.operator_usage)
+    assert in_flight_usage(st) == (5000, 9.0)
+    st.operator_usage = usage
+    before = st.spent_max
+    st.reindex()  # a snapshot's load rebuilds the index from the candidates
+    assert st.spent_max == before

@@ -170,3 +170,42 @@ def test_a_gate_grant_opens_gate_rewards_for_that_gate_only(mini: Mini) -> None:
         assert child.decision is not None and "p=" in child.decision["reason"]
     finally:
         engine.close()
+
+
+class _CountedScans(dict):  # type: ignore[type-arg]
+    """The state's candidates, counting full scans (``values()``)."""
+
+    scans = 0
+
+    def values(self):  # type: ignore[no-untyped-def]
+        _CountedScans.scans += 1
+        return super().values()
+
+
+def test_artifact_reads_between_events_do_not_rescan_the_run(tmp_path: Path) -> None:
+    """The artifacts an operator may read are worked out once per change of the run (a
+    record, a candidate, lessons, a rollout or an analysis), not by a scan of every
+    candidate per read (#29); a new rollout is visible at the next read."""
+    from rsiframe.archive import events as E
+    from rsiframe.slots.runview import StateView
+    from tests.support.runlog import SignedRun
+
+    run = SignedRun(tmp_path / "run")
+    run.seed()
+    for i in range(1, 21):
+        run.child(f"c{i:04d}")
+    run.propose("c0021", "c0001", 1)
+    run.emit(E.RolloutDone(id="c0001", rollout="a" * 64))
+    st = run.state
+    st.candidates = _CountedScans(st.candidates)
+    view = StateView(st, None, tmp_path / "run")  # type: ignore[arg-type]
+    with view.calling("mutate", "unit", "c0021"):
+        first = view._visible_artifacts()
+        scans = _CountedScans.scans
+        for _ in range(5):
+            assert view._visible_artifacts() == first
+        assert _CountedScans.scans == scans  # five reads, no scan
+        assert "a" * 64 in first
+        run.emit(E.RolloutDone(id="c0002", rollout="b" * 64))
+        assert "b" * 64 in view._visible_artifacts()
+        assert _CountedScans.scans == scans + 1
