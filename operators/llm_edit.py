@@ -75,15 +75,25 @@ class LlmEdit(MutateOperator):
         return {"path": name, "text": text, "editable": str(ctx.may_change(name)).lower()}
 
     def mutate(self, ctx: MutateContext) -> Mutation:
+        return self.edit(ctx, self.config.model)
+
+    def edit(self, ctx: MutateContext, model: str) -> Mutation:
+        """Ask ``model`` (a declared model) for edits and apply them."""
         cfg = self.config
         context = mutation_context(ctx, cfg)
         prompt = cfg.render("llm_edit.md.j2", instructions=self._instructions(ctx), **context)
+        if ctx.rejected_as_similar:  # a re-proposal: not the same request again
+            said = "\n".join(f"- {r}" for r in ctx.rejected_as_similar)
+            prompt += (
+                f"\nEarlier proposals for this child were rejected as too similar to existing "
+                f"programs:\n{said}\nPropose a substantially different change.\n"
+            )
         messages = [{"role": "user", "content": prompt}]
         client = llm.current()
         attempts: list[dict] = []
         for attempt in range(cfg.retries + 1):
             answer = client.chat(
-                cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
+                model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
             )
             try:
                 edits = parse_edits(answer.text, default_path=context["single_file"])
@@ -105,7 +115,7 @@ class LlmEdit(MutateOperator):
             return Mutation(
                 description=description,
                 details={
-                    "model": cfg.model,
+                    "model": model,
                     "changed": changed,
                     "edits": [{"path": e.path, "whole": e.whole} for e in edits],
                     "failed_attempts": attempts,

@@ -65,6 +65,9 @@ _COMMON = frozenset(
 )
 #: what ``information.gate_detail: true`` adds for every slot
 GATE_DETAIL = frozenset({"rewards:gate"})
+#: re-proposals the engine allows one child (``Check.retry`` from novelty), whatever the
+#: operator asks: a novelty operator cannot keep a child's mutation going forever
+MAX_REPROPOSALS = 10
 
 
 def may_read(
@@ -168,6 +171,10 @@ class Check(Result):
     reason: str = ""
     output: str = ""
     sandbox: SandboxUse | None = None
+    #: novelty only: with ``ok`` false, ask the mutator again for this child instead of
+    #: rejecting it (ShinkaEvolve's rejection sampling); the engine allows at most
+    #: ``MAX_REPROPOSALS`` per child, then rejects it
+    retry: bool = False
 
 
 class GateDecision(Result):
@@ -205,6 +212,9 @@ class CandidateView:
     #: or admitted with that stage's score (``on_fail: archive``, DGM); its score is
     #: ``run.score(id, stopped_at)``
     stopped_at: str | None = None
+    #: the digest of its mutation's report (``Mutation`` as JSON: description and the
+    #: operator's details, e.g. the model a bandit chose); ``run.artifact`` reads it
+    mutation: str | None = None
 
 
 class RunView(Protocol):
@@ -295,6 +305,9 @@ class MutateContext(Context):
     lessons: str
     surface_include: tuple[str, ...]
     surface_exclude: tuple[str, ...]
+    #: why the novelty slot sent this child's earlier proposals back (oldest first); empty
+    #: for a first proposal. A model mutator shows them, so it is not asked the same again
+    rejected_as_similar: tuple[str, ...] = ()
 
     def may_change(self, path: str) -> bool:
         """True when the surface allows changing ``path`` (the guardrail's own rule)."""
@@ -326,6 +339,10 @@ class NoveltyContext(Context):
     parent: CandidateView
     tree: str
     changes: list[dict[str, Any]]
+    #: how many times this child was already re-proposed (``Check.retry``)
+    attempt: int = 0
+    #: the child's work tree (its files as they will be committed; read only)
+    workdir: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class Candidate:
     uncertified_runs: int = 0  # task runs of its rollout and validate minibatch (tasks_run)
     draws: str | None = None  # the cut proposal whose RNG and model requests it repeats
     abandoned_cause: str | None = None  # cut | model_outage (candidate_abandoned)
+    mutation: str | None = None  # the digest of its mutation's report (operator's details)
 
     @property
     def parents(self) -> list[str]:
@@ -337,6 +338,7 @@ class RunState:
         if c.rejected is None:
             self.tree_holders.setdefault(d.tree, {})[c.id] = c.generation
         c.description = d.description
+        c.mutation = d.mutation
         c.changes = list(d.changes)
         c.splits = tuple(d.splits)
         c.merged_commit = d.merged_commit
@@ -346,6 +348,7 @@ class RunState:
         if c.tree is not None and c.rejected is None:
             self._untree(c)
         c.rejected = E.payload(d)
+        c.mutation = d.mutation or c.mutation
         if d.stage == "budget":  # a minibatch or rollout the task-run budget refused
             self.task_runs_refused = d.reasons[0] if d.reasons else "task runs refused"
 

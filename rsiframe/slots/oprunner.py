@@ -60,6 +60,7 @@ class CandidateInfo(_Model):
     parents: list[str] = Field(default_factory=list)  # a merge: two
     analysis: str | None = None  # the digest of the analysis its mutation was made from
     stopped_at: str | None = None  # the evaluation stage that archived it, if one did
+    mutation: str | None = None  # the digest of its mutation's report
     scores: dict[str, float | None] = Field(default_factory=dict)
 
     def view(self) -> CandidateView:
@@ -75,6 +76,7 @@ class CandidateInfo(_Model):
             tuple(self.parents),
             self.analysis,
             self.stopped_at,
+            self.mutation,
         )
 
 

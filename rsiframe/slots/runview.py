@@ -48,6 +48,7 @@ def as_view(c: Candidate) -> CandidateView:
         parents=tuple(c.parents),
         analysis=c.analysis,
         stopped_at=c.stopped_at,
+        mutation=c.mutation,
     )
 
 
@@ -267,19 +268,21 @@ class StateView:
     # -- helpers --------------------------------------------------------------------
 
     def _visible_artifacts(self) -> set[str]:
-        """Digests reachable from what operators see: train evidence, rollouts, lessons."""
+        """Digests reachable from what operators see: train evidence, rollouts, lessons,
+        mutation reports."""
         st, before = self._state, self.before
         with self.lock:
             key = (st.records, len(st.candidates), len(st.reflected))
             reflected = [d for g, d in st.reflected.items() if before is None or g < before]
             seen = [c for c in st.candidates.values() if self._seen(c)]
             evidence = [(c.rollout, c.analysis, rec) for c in seen for rec in _train_records(c)]
+            reports = [c.mutation for c in seen if c.mutation]
             cached = self._visible.get(before)
         if cached is not None and cached[0] == key:
             # a new rollout or analysis does not change the counts: those are checked directly
             extra = {d for r, a, _ in evidence for d in (r, a) if d}
-            return cached[1] | extra
-        out: set[str] = set(reflected)
+            return cached[1] | extra | set(reports)
+        out: set[str] = set(reflected) | set(reports)
         for rollout, analysis, rec in evidence:
             out.update(d for d in (rollout, analysis) if d)
             if rec is None:
