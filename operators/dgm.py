@@ -16,6 +16,7 @@ so later generations can branch from stepping stones that did not improve on the
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from typing import Literal
 
@@ -57,11 +58,23 @@ def archive_score(run: RunView, c: CandidateView, split: str) -> float | None:
 
 
 def score_child_weights(
-    rows: list[tuple[str, float]], children: Counter[str], lam: float, midpoint: float
+    rows: list[tuple[str, float]],
+    children: Counter[str],
+    lam: float,
+    midpoint: float | str,
+    scale: str = "none",
 ) -> dict[str, float]:
-    """Normalised DGM weights: ``sigmoid(lam·(score - midpoint)) / (1 + children)``."""
+    """Normalised weights ``sigmoid(lam·(score - midpoint)/scale) / (1 + children)``: DGM's
+    with a fixed midpoint and no scale; ShinkaEvolve's (``database/parents.py``) with
+    ``midpoint="median"`` of the scores and ``scale="mad"``, their median absolute
+    deviation (at least 1e-6, so equal scores do not divide by zero)."""
+    scores = [score for _, score in rows]
+    mid = statistics.median(scores) if midpoint == "median" else float(midpoint)
+    spread = 1.0
+    if scale == "mad":
+        spread = max(statistics.median(abs(s - mid) for s in scores), 1e-6)
     raw = {
-        cid: (1.0 / (1.0 + math.exp(-lam * (score - midpoint)))) / (1 + children.get(cid, 0))
+        cid: _sigmoid(lam * (score - mid) / spread) / (1 + children.get(cid, 0))
         for cid, score in rows
     }
     total = sum(raw.values())
@@ -78,8 +91,7 @@ def hyperagents_weights(
     top = sorted((s for _, s in rows), reverse=True)[:3]
     midpoint = sum(top) / len(top)
     raw = {
-        cid: (1.0 / (1.0 + math.exp(-lam * (score - midpoint))))
-        * math.exp(-((children.get(cid, 0) / 8.0) ** 3))
+        cid: _sigmoid(lam * (score - midpoint)) * math.exp(-((children.get(cid, 0) / 8.0) ** 3))
         for cid, score in rows
     }
     total = sum(raw.values())
@@ -88,10 +100,27 @@ def hyperagents_weights(
     return {cid: w / total for cid, w in raw.items()}
 
 
+def _sigmoid(x: float) -> float:
+    """A sigmoid that does not overflow for large ``|x|`` (MAD scaling makes them common)."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
 class ScoreChildPropConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lam: float = Field(10.0, ge=0, description="sigmoid steepness λ (0: scores ignored)")
-    midpoint: float = Field(0.5, description="score at which the sigmoid is one half")
+    midpoint: float | Literal["median"] = Field(
+        0.5,
+        description="score at which the sigmoid is one half; median: the median of the "
+        "candidates' scores (ShinkaEvolve)",
+    )
+    scale: Literal["none", "mad"] = Field(
+        "none",
+        description="divide score - midpoint by: nothing (DGM), or the scores' median "
+        "absolute deviation (ShinkaEvolve)",
+    )
     formula: Literal["dgm", "hyperagents"] = Field(
         "dgm",
         description="dgm: sigmoid(λ(s - midpoint))/(1 + n); hyperagents: midpoint = mean of "
@@ -128,7 +157,7 @@ class ScoreChildProp(SelectOperator):
         if cfg.formula == "hyperagents":
             weights = hyperagents_weights(rows, kids, cfg.lam)
         else:
-            weights = score_child_weights(rows, kids, cfg.lam, cfg.midpoint)
+            weights = score_child_weights(rows, kids, cfg.lam, cfg.midpoint, cfg.scale)
         ids = [cid for cid, _ in rows]
         pick = ctx.rng.choices(ids, weights=[weights[i] for i in ids], k=1)[0]
         score = dict(rows)[pick]

@@ -85,6 +85,10 @@ class LlmEdit(MutateOperator):
         return {"path": name, "text": text, "editable": str(ctx.may_change(name)).lower()}
 
     def mutate(self, ctx: MutateContext) -> Mutation:
+        return self.edit(ctx, self.config.model)
+
+    def edit(self, ctx: MutateContext, model: str) -> Mutation:
+        """Ask ``model`` (a declared model) for edits and apply them."""
         cfg = self.config
         context = mutation_context(ctx, cfg)
         attribution = attribution_report(ctx.run, ctx.parent) if cfg.declare else None
@@ -95,12 +99,13 @@ class LlmEdit(MutateOperator):
             attribution=attribution,
             **context,
         )
+        prompt += _reproposal_note(ctx)
         messages = [{"role": "user", "content": prompt}]
         client = llm.current()
         attempts: list[dict] = []
         for attempt in range(cfg.retries + 1):
             answer = client.chat(
-                cfg.model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
+                model, messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens
             )
             try:
                 text, declared = split_manifest(answer.text) if cfg.declare else (answer.text, None)
@@ -121,7 +126,7 @@ class LlmEdit(MutateOperator):
             first = answer.text.strip().splitlines()[0] if answer.text.strip() else ""
             description = first[:200] if first and "<<<<<<<" not in first else "llm_edit"
             details = {
-                "model": cfg.model,
+                "model": model,
                 "changed": changed,
                 "edits": [{"path": e.path, "whole": e.whole} for e in edits],
                 "failed_attempts": attempts,
@@ -132,6 +137,18 @@ class LlmEdit(MutateOperator):
         raise EditRejected(
             f"no applicable edit after {cfg.retries + 1} answers; last: {attempts[-1]['error']}"
         )
+
+
+def _reproposal_note(ctx: MutateContext) -> str:
+    """For a re-proposal (the novelty slot sent earlier ones back): why, so the model is
+    not asked the same again (and the gateway does not replay its cached answer)."""
+    if not ctx.rejected_as_similar:
+        return ""
+    said = "\n".join(f"- {r}" for r in ctx.rejected_as_similar)
+    return (
+        f"\nEarlier proposals for this child were rejected as too similar to existing "
+        f"programs:\n{said}\nPropose a substantially different change.\n"
+    )
 
 
 MANIFEST = re.compile(r"CHANGE MANIFEST:?\s*```(?:json)?\s*\n(.*?)```", re.S)

@@ -70,6 +70,9 @@ _COMMON = frozenset(
 )
 #: what ``information.gate_detail: true`` adds for every slot
 GATE_DETAIL = frozenset({"rewards:gate"})
+#: re-proposals the engine allows one child (``Check.retry`` from novelty), whatever the
+#: operator asks: a novelty operator cannot keep a child's mutation going forever
+MAX_REPROPOSALS = 10
 
 
 def may_read(
@@ -173,6 +176,10 @@ class Check(Result):
     reason: str = ""
     output: str = ""
     sandbox: SandboxUse | None = None
+    #: novelty only: with ``ok`` false, ask the mutator again for this child instead of
+    #: rejecting it (ShinkaEvolve's rejection sampling); the engine allows at most
+    #: ``MAX_REPROPOSALS`` per child, then rejects it
+    retry: bool = False
 
 
 class GateDecision(Result):
@@ -306,6 +313,9 @@ class MutateContext(Context):
     #: the placement select recorded for this child (``Selection.placement``): the child is
     #: of the current generation, which the run view hides from this call
     placement: dict[str, Any] = field(default_factory=dict)
+    #: why the novelty slot sent this child's earlier proposals back (oldest first); empty
+    #: for a first proposal. A model mutator shows them, so it is not asked the same again
+    rejected_as_similar: tuple[str, ...] = ()
 
     def may_change(self, path: str) -> bool:
         """True when the surface allows changing ``path`` (the guardrail's own rule)."""
@@ -337,6 +347,10 @@ class NoveltyContext(Context):
     parent: CandidateView
     tree: str
     changes: list[dict[str, Any]]
+    #: how many times this child was already re-proposed (``Check.retry``)
+    attempt: int = 0
+    #: the child's work tree (its files as they will be committed; read only)
+    workdir: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
@@ -35,6 +35,17 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    vectors: list[list[float]]  # one per input, in order
+    prompt_tokens: int
+
+
+@runtime_checkable
+class EmbeddingClient(Protocol):
+    def embed(self, model: str, texts: list[str]) -> Embeddings: ...
 
 
 class ModelClient(Protocol):
@@ -90,6 +101,19 @@ class GatewayClient:
             int(usage.get("completion_tokens", 0)),
             data,
         )
+
+    def embed(self, model: str, texts: list[str]) -> Embeddings:
+        """The embedding of each text (``/v1/embeddings``), metered like a chat call."""
+        data = self._post("/embeddings", {"model": model, "input": list(texts)})
+        try:
+            rows = sorted(data["data"], key=lambda row: int(row["index"]))
+            vectors = [[float(v) for v in row["embedding"]] for row in rows]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"model {model!r} answered without embeddings") from exc
+        if len(vectors) != len(texts):
+            raise ModelError(f"model {model!r} answered {len(vectors)} of {len(texts)} embeddings")
+        usage = data.get("usage") or {}
+        return Embeddings(vectors, int(usage.get("prompt_tokens", 0)))
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -150,6 +174,14 @@ def sandbox_endpoints() -> SandboxEndpoints:
     if endpoints is None:
         raise ModelError("no model gateway for sandboxed agents in this call")
     return endpoints
+
+
+def embed(model: str, texts: list[str]) -> Embeddings:
+    """Embeddings of ``texts`` by ``model`` through this call's gateway client."""
+    client = current()
+    if not isinstance(client, EmbeddingClient):
+        raise ModelError("this call's model client cannot embed")
+    return client.embed(model, texts)
 
 
 def current() -> ModelClient:

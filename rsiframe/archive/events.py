@@ -147,6 +147,9 @@ class CandidateRejected(EventData):
     #: the tree it would have committed, for a rejection after the duplicate check (validate,
     #: novelty): a later child with this tree is a duplicate, never evaluated
     tree: str | None = None
+    #: artifact: the mutate operator's report (``Mutation``) of a child rejected after
+    #: its mutation (guardrail to novelty), e.g. the model a bandit chose for it
+    mutation: str | None = None
 
 
 class CandidateAbandoned(EventData):

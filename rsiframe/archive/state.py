@@ -375,6 +375,8 @@ class RunState:
         if c.tree is not None and c.rejected is None:
             self._untree(c)
         c.rejected = E.payload(d)
+        c.mutation = d.mutation or c.mutation
+        self.evidence_events += d.mutation is not None
         if d.stage == "budget":  # a minibatch or rollout the task-run budget refused
             self.task_runs_refused = d.reasons[0] if d.reasons else "task runs refused"
 

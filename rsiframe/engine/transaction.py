@@ -4,6 +4,7 @@
 
     select -> rollout -> [analyze] -> mutate -> GUARDRAIL -> DUPLICATE -> [validate]
       -> [novelty] -> commit
+                        `-- retry: mutate again (at most MAX_REPROPOSALS times)
 
 :meth:`Transaction.select` picks the parent (the engine then records
 ``candidate_proposed``); :meth:`Transaction.run` does the rest in a work folder of
@@ -18,16 +19,26 @@ its parent and its draws (RNG and model requests, ``draws``), so the gateway ser
 answers it paid for from its ledger. An operator whose last model call failed for
 infrastructure reasons (by the gateway's record, not the operator's word) abandons its
 child (``model_outage``) instead of having it rejected as the method's failure.
+
+A novelty check that answers ``retry`` (ShinkaEvolve's novelty rejection sampling) sends
+the child back to mutate, from a fresh copy of its parent, with the reasons so far
+(``MutateContext.rejected_as_similar``) and an RNG of its own per attempt; the mutate
+call's model spend counts against the run's budgets like any call. The committed child's
+mutation report lists its re-proposals (``details.novelty_reproposals``); a child still
+rejected is rejected at ``novelty`` with every attempt's reason.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rsiframe.api import (
+    MAX_REPROPOSALS,
+    Analysis,
     AnalyzeContext,
     CandidateView,
     Check,
@@ -64,6 +75,14 @@ VALIDATE_CHANGED = "the validate step changed the tree"
 #: what a transaction ends with: the event the engine records for the candidate
 Outcome = E.CandidateMutated | E.CandidateRejected | E.CandidateAbandoned
 Emit = Callable[[E.EventData], Any]
+
+
+@dataclass(frozen=True)
+class Repropose:
+    """Novelty sent the child back to mutate (``Check.retry``), with its reason."""
+
+    reason: str
+    description: str
 
 
 class RunFailure(Exception):
@@ -266,29 +285,58 @@ class Transaction:
             digest = self.put_json(analysis.model_dump(mode="json"))
             self.emit(E.AnalysisDone(id=cid, analysis=digest))
 
+        tried: list[Repropose] = []
+        while True:
+            mutation = self._mutate(cid, parent, generation, workdir, rollout, analysis, tried)
+            outcome = self._commit(
+                cid, parent, generation, workdir, mutation, rollout=rollout, tried=tried
+            )
+            if not isinstance(outcome, Repropose):
+                return outcome
+            tried.append(outcome)
+
+    def _mutate(
+        self,
+        cid: str,
+        parent: Candidate,
+        generation: int,
+        workdir: Path,
+        rollout: Rollout,
+        analysis: Analysis | None,
+        tried: list[Repropose],
+    ) -> Mutation:
+        """One mutate call in a fresh copy of the parent; a re-proposal (``tried``) gets an
+        RNG of its own and the reasons its earlier proposals were sent back."""
+        calls, view = self.calls, self.calls.view
         assert parent.commit is not None
         shutil.rmtree(workdir, ignore_errors=True)
         # a copy of the parent's verified export (same bytes and modes as its commit)
         shutil.copytree(self.export(parent), workdir, symlinks=True)
+        key = "mutate" if not tried else f"mutate#{len(tried)}"
         mctx = MutateContext(
             view,
-            calls.rng(cid, "mutate"),
+            calls.rng(cid, key),
             generation,
             cid,
-            pview,
+            as_view(parent),
             workdir,
             rollout,
             analysis,
             view.lessons,
             self.surface.include,
             self.surface.exclude,
-            self._placements.pop(cid, {}),
+            self._placements.get(cid, {}),
+            tuple(t.reason for t in tried),
         )
         mop = calls.op("mutate")
         # mutation.usage (the operator's own report) stays in the mutation artifact only:
         # the gateway meters every model call (model_call events)
         mutation: Mutation = calls.call(cid, "mutate", lambda: mop.mutate(mctx))
-        return self._commit(cid, parent, generation, workdir, mutation, rollout=rollout)
+        if not tried:
+            return mutation
+        earlier = [{"reason": t.reason, "description": t.description} for t in tried]
+        details = {**mutation.details, "novelty_reproposals": earlier}
+        return mutation.model_copy(update={"details": details})
 
     def _merge(
         self,
@@ -312,7 +360,9 @@ class Transaction:
             description=f"merge {parent.id} + {second.id}",
             details={"base": base.id, "plan": plan.model_dump(mode="json"), **out.as_dict()},
         )
-        return self._commit(cid, parent, generation, workdir, mutation, second)
+        outcome = self._commit(cid, parent, generation, workdir, mutation, second)
+        assert not isinstance(outcome, Repropose)  # a merge is never sent back (tried=None)
+        return outcome
 
     def _commit(
         self,
@@ -323,9 +373,11 @@ class Transaction:
         mutation: Mutation,
         second: Candidate | None = None,
         rollout: Rollout | None = None,
-    ) -> Outcome:
+        tried: list[Repropose] | None = None,
+    ) -> Outcome | Repropose:
         """Guardrail, the duplicate rule, validate, novelty and the commit (a merge commit
-        with ``second``)."""
+        with ``second``); :class:`Repropose` when novelty sends a mutation (``tried`` not
+        None: its earlier re-proposals) back."""
         calls, view, pview = self.calls, self.calls.view, as_view(parent)
         assert parent.commit is not None
         # guardrail: the actual tree diff against the surface (framework-owned)
@@ -334,7 +386,8 @@ class Transaction:
         parent_tree = self.repo.flat_tree(parent.commit)
         report = guardrail_check(parent_tree, snap, self.surface)
         changes = [_change_dict(ch) for ch in report.changes]
-        reject = _Rejector(self.repo, cid, parent, mutation)
+        told = self.put_json(mutation.model_dump(mode="json"))  # the operator's report
+        reject = _Rejector(self.repo, cid, parent, mutation, report=told)
         if not report.ok:
             reasons = [f"{v.reason}: {v.path}" for v in report.violations]
             violations = [v.as_dict() for v in report.violations]
@@ -347,7 +400,7 @@ class Transaction:
         # some candidate already holds
         if (twin := self.claims.claim(cid, tree)) is not None:
             return reject("duplicate", [f"duplicate of {twin}"], None)
-        reject = _Rejector(self.repo, cid, parent, mutation, tree)  # a rejection holds it
+        reject = _Rejector(self.repo, cid, parent, mutation, tree, told)  # holds the tree
         validated: Check | None = None
         if (vop := calls.op("validate")) is not None:
             vctx = self._validate_context(cid, generation, pview, workdir, changes, rollout, second)
@@ -359,12 +412,17 @@ class Transaction:
             if (changed := self._changed_by_validate(workdir, tree, parent_tree)) is not None:
                 return reject("validate", [VALIDATE_CHANGED], changed[0], violations=changed[1])
         if (nop := calls.op("novelty")) is not None:
+            n = len(tried or [])
             nctx = NoveltyContext(
-                view, calls.rng(cid, "novelty"), generation, cid, pview, tree, changes
+                view, calls.rng(cid, "novelty"), generation, cid, pview, tree, changes, n, workdir
             )
             check = calls.call(cid, "novelty", lambda: nop.novelty(nctx))
             if not check.ok:
-                return reject("novelty", [check.reason], snap)
+                if check.retry and tried is not None and n < MAX_REPROPOSALS:
+                    return Repropose(check.reason, mutation.description)
+                earlier = [f"proposal {i + 1}: {t.reason}" for i, t in enumerate(tried or [])]
+                last = f"proposal {n + 1}: {check.reason}" if earlier else check.reason
+                return reject("novelty", [*earlier, last], snap)
         commit = self.repo.commit(
             tree,
             parent.commit,
@@ -380,7 +438,7 @@ class Transaction:
             parent_commit=parent.commit,
             description=mutation.description,
             changes=changes,
-            mutation=self.put_json(mutation.model_dump(mode="json")),
+            mutation=told,
             sandbox=_sandboxes(mutation, validated),
             merged_commit=second.commit if second is not None else None,
             splits=self.splits,
@@ -469,10 +527,18 @@ class _Rejector:
     """Builds a child's ``candidate_rejected``, keeping what it produced as evidence."""
 
     def __init__(
-        self, repo: CandidateRepo, cid: str, parent: Candidate, m: Mutation, tree: str | None = None
+        self,
+        repo: CandidateRepo,
+        cid: str,
+        parent: Candidate,
+        m: Mutation,
+        tree: str | None = None,
+        report: str | None = None,
     ) -> None:
-        """``tree``: the tree the child holds, once past the duplicate rule."""
+        """``tree``: the tree the child holds, once past the duplicate rule; ``report``:
+        the digest of the mutation's report."""
         self.repo, self.cid, self.parent, self.mutation, self.tree = repo, cid, parent, m, tree
+        self.report = report
 
     def __call__(
         self,
@@ -503,6 +569,7 @@ class _Rejector:
             output=output[-4000:],
             sandbox=_sandboxes(self.mutation, validated),
             tree=self.tree,
+            mutation=self.report,
         )
 
 

@@ -5,6 +5,8 @@ sandbox, a candidate's agent at evaluation) calls the gateway, never a provider.
 gateway
 
 - speaks ``POST /v1/chat/completions`` and ``/v1/completions`` (streaming included),
+  ``/v1/embeddings`` (no output tokens: a call reserves and is charged its input; the
+  same request is the same answer, so a repeat is served from the ledger),
   ``GET /v1/models``, and passes ``/v1/responses`` (OpenAI Responses) and ``/v1/messages``
   (Anthropic Messages) through to a declared model whose ``api`` speaks them;
 - authenticates each consumer by its own token (``Authorization: Bearer`` or
@@ -85,7 +87,10 @@ PATHS = {
     "/v1/completions": "openai",
     "/v1/responses": "openai",
     "/v1/messages": "anthropic",
+    "/v1/embeddings": "openai",
 }
+#: the embeddings path: input only, never streamed, never sampled
+EMBEDDINGS = "/v1/embeddings"
 MAX_BODY = 16 << 20
 NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 #: the response header that says what the gateway added to the forwarded body
@@ -111,6 +116,26 @@ def prompt_text(path: str, body: Mapping[str, Any]) -> str:
         elif isinstance(content, list):
             parts += [str(c.get("text", "")) for c in content if isinstance(c, dict)]
     return "\n".join(parts)
+
+
+def embedding_inputs(body: Any) -> list[str] | None:
+    """An embeddings request's texts (its ``input``: a string or a non-empty list of
+    strings), or None for anything else (token-id inputs included: refused, since their
+    cost could not be estimated before they are sent)."""
+    value = body.get("input") if isinstance(body, dict) else None
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def prompt_estimate(path: str, body: Mapping[str, Any]) -> int:
+    """The prompt tokens a call is reserved for: each embedding input counted apart (as a
+    provider bills them), any other call's prompt text as a whole."""
+    if path == EMBEDDINGS:
+        return sum(estimate_tokens(t) for t in embedding_inputs(body) or [""])
+    return estimate_tokens(prompt_text(path, body))
 
 
 def estimate_tokens(text: str) -> int:
@@ -469,7 +494,7 @@ class Gateway:
         """The cache key: what was asked, and for a sampled call which call it was."""
         content = {k: v for k, v in body.items() if k not in TRANSPORT_KEYS}
         nonce = None
-        if is_sampled(body):
+        if path != EMBEDDINGS and is_sampled(body):
             candidate, name = consumer.draws or (consumer.candidate, consumer.name)
             nonce = [candidate, consumer.slot, name, consumer.calls]
             consumer.calls += 1
@@ -568,6 +593,9 @@ class Gateway:
             given = ", ".join(sorted(consumer.models)) or "none"
             msg = f"{consumer.name}: this token may call {given}, not {name!r}"
             raise GatewayError(403, msg, "permission_error", "model_not_allowed")
+        if path == EMBEDDINGS and (embedding_inputs(body) is None or body.get("stream")):
+            msg = "embeddings: input must be a string or a list of strings, not streamed"
+            raise GatewayError(400, msg, "invalid_request_error", "invalid_input")
         try:
             return output_bound(path, body)
         except LimitRefused as exc:
@@ -600,7 +628,7 @@ class Gateway:
         if hit is not None:
             return self._replay(hit, base, t0, consumer)
         spec = self.specs[base.model]
-        prompt_est = estimate_tokens(prompt_text(path, body))
+        prompt_est = prompt_estimate(path, body)
         try:
             reservation = self._reserve(spec, prompt_est, bound.tokens, consumer)
         except GatewayError as exc:
@@ -691,9 +719,12 @@ class Gateway:
         """The call's entry, charged the prompt as counted and at most the output it
         reserved; output past that is the provider's violation, recorded, not charged."""
         p, c = _usage_numbers(usage)
+        if base.path == EMBEDDINGS:  # an embedding has input tokens only
+            c = 0 if p is not None else None
         source = "provider"
         if p is None or c is None:
             p, c, source = prompt_est, estimate_tokens(answer), "estimate"
+            c = 0 if base.path == EMBEDDINGS else c
         cut = cap_charge(p, c, reservation.output)
         e = _done(base, 200, t0)
         e.prompt_tokens, e.completion_tokens, e.usage_source = p, cut.completion_tokens, source

@@ -8,7 +8,8 @@ multiplies or extends the output, per API:
   since a provider honours either), times ``n`` (and ``best_of`` where a server takes it);
 - completions: ``max_tokens`` times ``max(n, best_of)`` times the number of prompts;
 - Responses: ``max_output_tokens``;
-- Anthropic Messages: ``max_tokens`` (required there, as Anthropic requires it).
+- Anthropic Messages: ``max_tokens`` (required there, as Anthropic requires it);
+- embeddings: no output at all (the call is its input's tokens).
 
 A limit that is present must be a positive integer (``null`` counts as absent), or the call
 is refused with 400 ``invalid_limit`` and never forwarded. A call without an output limit
@@ -93,6 +94,8 @@ def _prompts(path: str, body: Mapping[str, Any]) -> int:
 def output_bound(path: str, body: Mapping[str, Any]) -> OutputBound:
     """The output bound of one request to ``path``; :class:`LimitRefused` when a limit is
     malformed or a required one is missing."""
+    if path == "/v1/embeddings":
+        return OutputBound(0, 1, dict(body))
     limits = [v for k in LIMIT_KEYS[path] if (v := _positive(body, k)) is not None]
     factor = max([1, *(v for k in MULTIPLIERS if (v := _positive(body, k)) is not None)])
     choices = factor * _prompts(path, body)

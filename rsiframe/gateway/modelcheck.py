@@ -86,7 +86,7 @@ def _ping(gw: Gateway, name: str, spec: Any) -> ModelPing:
     token = gw.consumer(f"check:{name}", models=[name]).token
     t0 = time.perf_counter()
     try:
-        _call(gw.url, token, name, spec.api)
+        _call(gw.url, token, name, "embeddings" if spec.kind == "embeddings" else spec.api)
     except ModelError as exc:
         reason = _RETRIED.sub("", exc.message).removeprefix("model call failed ")
         reason = _REFUSED.sub("provider refused: ", reason)
@@ -105,11 +105,19 @@ def _entries(gw: Gateway) -> list[Entry]:
 
 
 def _call(url: str, token: str, name: str, api: str) -> None:
-    """The tiny call; ModelError when it fails or the answer is not a model's answer."""
+    """The tiny call (``api``: openai, anthropic, or embeddings: one embedding); ModelError
+    when it fails or the answer is not a model's answer."""
     import httpx
 
     from rsiframe.llm import GatewayClient
 
+    if api == "embeddings":
+        client = GatewayClient(url, token, timeout=PING_TIMEOUT_S + 5)
+        try:
+            client.embed(name, ["ok"])
+        finally:
+            client.close()
+        return
     if api == "openai":
         client = GatewayClient(url, token, timeout=PING_TIMEOUT_S + 5)
         try:

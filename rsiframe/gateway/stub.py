@@ -2,8 +2,9 @@
 
 It answers ``POST /v1/chat/completions`` (streaming included), ``/v1/completions``,
 ``/v1/responses`` and ``/v1/messages`` (Anthropic) and ``GET /v1/models`` from a script
-file, and counts every request and token so a test can compare the gateway's ledger
-with what the "provider" saw (``GET /stub/stats``, or :attr:`StubLLM.stats`).
+file, ``POST /v1/embeddings`` outside the script (see :func:`embed_text`), and counts
+every request and token so a test can compare the gateway's ledger with what the
+"provider" saw (``GET /stub/stats``, or :attr:`StubLLM.stats`).
 
 The script (YAML or JSON) is a mapping with ``answers`` (a list, used in order) and an
 optional ``default`` (used once the list is exhausted; without one the stub answers 503).
@@ -22,6 +23,12 @@ Each answer is a mapping:
 - ``tokens: N``: the answer is N tokens whatever the request's limit (a provider that
   ignores it);
 - ``repeat: true``: not consumed when used.
+
+The script's optional ``embeddings: hashed | same`` says how ``/v1/embeddings`` answers:
+``hashed`` (the default) a deterministic vector from each input's words (equal texts,
+equal vectors; texts sharing most words are close), ``same`` one constant vector for
+every input (every child looks identical to a novelty check). Embedding calls use no
+scripted answer.
 
 Like a provider, the stub honours the request's output limit (a longer ``content`` is cut
 to it), answers ``n`` choices (chat and completions; ``best_of`` is billed too) and refuses
@@ -45,14 +52,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 import yaml
@@ -64,7 +73,7 @@ from starlette.routing import Route
 
 from rsiframe import yamlsafe
 from rsiframe.errors import RecipeError
-from rsiframe.gateway.app import estimate_tokens, prompt_text
+from rsiframe.gateway.app import embedding_inputs, estimate_tokens, prompt_text
 from rsiframe.gateway.modelcheck import PING
 
 
@@ -95,6 +104,7 @@ class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
     answers: list[Answer] = Field(default_factory=list)
     default: Answer | None = None
+    embeddings: Literal["hashed", "same"] = "hashed"
 
     @classmethod
     def load(cls, path: Path) -> Script:
@@ -113,6 +123,26 @@ class Script(BaseModel):
 def count_tokens(text: str) -> int:
     """The stub's (and its tests') token count: a quarter of the characters, at least 1."""
     return estimate_tokens(text)
+
+
+#: the dimension of the stub's embedding vectors
+EMBED_DIM = 64
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def embed_text(text: str, mode: str = "hashed") -> list[float]:
+    """The stub's embedding of ``text``: a unit vector from a hashed bag of its words
+    (each word adds ±1 at a position its SHA-256 picks), or (``same``) one constant unit
+    vector whatever the text."""
+    vec = [0.0] * EMBED_DIM
+    if mode == "same":
+        vec[0] = 1.0
+        return vec
+    for word in _WORD.findall(text):
+        h = hashlib.sha256(word.encode()).digest()
+        vec[int.from_bytes(h[:4], "big") % EMBED_DIM] += 1.0 if h[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
 
 
 #: tokens a stub answer with ``fill`` runs to when the request sets no output limit
@@ -198,6 +228,7 @@ class StubLLM:
                 Route("/v1/completions", self._completions, methods=["POST"]),
                 Route("/v1/responses", self._responses, methods=["POST"]),
                 Route("/v1/messages", self._messages, methods=["POST"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
                 Route("/stub/stats", self._stats, methods=["GET"]),
             ]
         )
@@ -318,6 +349,32 @@ class StubLLM:
                 "usage": usage,
             }
         )
+
+    async def _embeddings(self, request: Request) -> Response:
+        """Embeddings of a string or a list of strings, billed their prompt tokens."""
+        path = "/v1/embeddings"
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            body = None
+        with self._lock:
+            self.stats.requests += 1
+            self.stats.by_path[path] = self.stats.by_path.get(path, 0) + 1
+        texts = embedding_inputs(body)
+        if texts is None:
+            return _error(400, "input must be a string or a list of strings")
+        assert isinstance(body, dict)
+        self.requests.append(body)
+        self.auth.append(request.headers.get("authorization", ""))
+        prompt = sum(count_tokens(t) for t in texts)
+        self._bill(prompt, 0)
+        data = [
+            {"object": "embedding", "index": i, "embedding": embed_text(t, self.script.embeddings)}
+            for i, t in enumerate(texts)
+        ]
+        usage = {"prompt_tokens": prompt, "total_tokens": prompt}
+        model = str(body.get("model", "stub"))
+        return JSONResponse({"object": "list", "data": data, "model": model, "usage": usage})
 
     async def _completions(self, request: Request) -> Response:
         body, answer, prompt = await self._begin(request)

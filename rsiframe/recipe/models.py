@@ -54,6 +54,11 @@ class ModelSpec(BaseModel):
     api: Literal["openai", "anthropic"] = Field(
         "openai", description="wire protocol for pass-through (/v1/messages needs anthropic)"
     )
+    kind: Literal["chat", "embeddings"] = Field(
+        "chat",
+        description="what it serves: chat (and completions), or embeddings (the models' "
+        "check then asks it for one embedding, not an answer)",
+    )
     price: Price = Field(default_factory=Price)
     max_concurrency: int = Field(4, ge=1)
     timeout_s: float = Field(120.0, gt=0)

@@ -207,6 +207,8 @@ class Method(_Strict):
     description: str = ""
     slots: Slots
     children_per_generation: int | None = Field(None, ge=1)
+    #: a method that runs asynchronously says so (ShinkaEvolve: ``mode: steady``)
+    concurrency: ConcurrencySpec | None = None
     budget: Budget | None = None
     evaluator: MethodEvaluator | None = None
     models: Models = Field(default_factory=dict)

@@ -268,7 +268,8 @@ class StateView:
     # -- helpers --------------------------------------------------------------------
 
     def _visible_artifacts(self) -> set[str]:
-        """Digests reachable from what operators see: train evidence, rollouts, lessons."""
+        """Digests reachable from what operators see: train evidence, rollouts, lessons,
+        mutation reports."""
         st, before = self._state, self.before
         with self.lock:
             # what changes the answer: a certified record, a candidate, lessons, a rollout

@@ -5,6 +5,7 @@ calls; the operators are scripted here, the state is folded from hand-written si
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -287,3 +288,64 @@ def test_the_work_folder_is_a_fresh_copy_of_the_parent(rig: Rig) -> None:
     assert seen == [["agent.py", "config.yaml"]]
     assert isinstance(outcome, E.CandidateMutated)
     shutil.rmtree(work)
+
+
+class Counting(MutateOperator):
+    """Writes a different level each call; remembers what each call was told."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        super().__init__(NoConfig())
+        self.told: list[tuple[str, ...]] = []
+        self.draws: list[float] = []
+
+    def mutate(self, ctx: MutateContext) -> Mutation:
+        self.told.append(ctx.rejected_as_similar)
+        self.draws.append(ctx.rng.random())
+        (ctx.workdir / "config.yaml").write_text(f"level: {len(self.told) + 1}\nstyle: plain\n")
+        return Mutation(description=f"level {len(self.told) + 1}")
+
+
+class TooSimilar(NoveltyOperator):
+    """Sends the child back (``retry``) for its first ``times`` checks, then says ``ok``."""
+
+    name = "too_similar"
+
+    def __init__(self, times: int) -> None:
+        super().__init__(NoConfig())
+        self.times = times
+        self.attempts: list[int] = []
+
+    def novelty(self, ctx: NoveltyContext) -> Check:
+        self.attempts.append(ctx.attempt)
+        if ctx.attempt < self.times:
+            return Check(ok=False, reason=f"too similar #{ctx.attempt}", retry=True)
+        return Check(ok=True)
+
+
+def test_a_novelty_retry_sends_the_child_back_to_mutate_with_the_reasons(rig: Rig) -> None:
+    mutate, novelty = Counting(), TooSimilar(times=2)
+    outcome = rig.child(mutate=mutate, novelty=novelty)
+    assert isinstance(outcome, E.CandidateMutated)
+    assert novelty.attempts == [0, 1, 2]
+    assert mutate.told == [(), ("too similar #0",), ("too similar #0", "too similar #1")]
+    assert len(set(mutate.draws)) == 3  # each re-proposal draws from an RNG of its own
+    assert outcome.description == "level 4"  # the third proposal is the one committed
+    report = json.loads(rig.store.blobs[outcome.mutation or ""])
+    assert [r["reason"] for r in report["details"]["novelty_reproposals"]] == [
+        "too similar #0",
+        "too similar #1",
+    ]
+
+
+def test_the_engine_stops_a_novelty_that_retries_forever(rig: Rig) -> None:
+    from rsiframe.api import MAX_REPROPOSALS
+
+    mutate, novelty = Counting(), TooSimilar(times=10_000)
+    outcome = rig.child(mutate=mutate, novelty=novelty)
+    assert isinstance(outcome, E.CandidateRejected)
+    assert outcome.stage == "novelty"
+    assert len(mutate.told) == MAX_REPROPOSALS + 1
+    assert len(outcome.reasons) == MAX_REPROPOSALS + 1
+    assert outcome.reasons[-1] == f"proposal {MAX_REPROPOSALS + 1}: too similar #{MAX_REPROPOSALS}"

@@ -316,3 +316,58 @@ def test_anthropic_messages_pass_through_with_the_key_as_x_api_key(tmp_path: Pat
     finally:
         gw.stop()
         srv.stop()
+
+
+@scripted([], Limits(), {})
+def test_embeddings_are_metered_recorded_and_a_repeat_is_free(rig: Rig) -> None:
+    client = llm.GatewayClient(
+        rig.gw.url, rig.gw.consumer("op", candidate="c1", slot="novelty").token
+    )
+    texts = ["def mean(xs): return sum(xs) / len(xs)", "def clamp(x, lo, hi): ..."]
+    got = client.embed("p", texts)
+    assert len(got.vectors) == 2 and got.vectors[0] != got.vectors[1]
+    assert rig.stub.auth == [f"Bearer {PROVIDER_KEY}"]  # the key goes upstream only
+    (e,) = rig.entries()
+    assert (e["status"], e["path"], e["slot"], e["completion_tokens"]) == (
+        200,
+        "/v1/embeddings",
+        "novelty",
+        0,
+    )
+    assert e["prompt_tokens"] == rig.stub.stats.prompt_tokens == sum(map(count_tokens, texts))
+    assert e["cost_usd"] == pytest.approx(e["prompt_tokens"] * 1000 / 1e6)
+    assert e["violation"] is None
+    assert client.embed("p", texts).vectors == got.vectors  # the same request: from the ledger
+    assert rig.stub.stats.requests == 1
+    assert PROVIDER_KEY not in (rig.folder / "ledger.jsonl").read_text()
+
+
+@scripted([], Limits(max_model_tokens=60), {})
+def test_embeddings_past_the_token_budget_are_refused_before_the_provider(rig: Rig) -> None:
+    client = llm.GatewayClient(rig.gw.url, rig.gw.consumer("op").token)
+    client.embed("p", ["x" * 100])  # 25 tokens
+    with pytest.raises(llm.BudgetExhausted, match="model token budget exhausted"):
+        client.embed("p", ["y" * 40] * 4)  # 4 inputs of 10 tokens each: 40 > 35 left
+    assert rig.stub.stats.requests == 1  # never reached the provider
+    assert rig.gw.ledger.totals.tokens == 25
+    assert [e["status"] for e in rig.entries()] == [200, 429]
+
+
+@scripted([], Limits(max_cost=0.03), {})
+def test_embeddings_past_the_cost_budget_and_unmeterable_inputs_are_refused(rig: Rig) -> None:
+    tok = rig.gw.consumer("op").token
+    client = llm.GatewayClient(rig.gw.url, tok)
+    client.embed("p", ["z" * 80])  # 20 tokens at $1000/Mtok: $0.02
+    with pytest.raises(llm.BudgetExhausted, match="cost budget exhausted"):
+        client.embed("p", ["w" * 80])
+    # token ids (cost unknown before sending) and streaming are refused, never forwarded
+    for body in (
+        {"model": "p", "input": [[1, 2, 3] * 1000]},
+        {"model": "p", "input": "text", "stream": True},
+        {"model": "p", "input": []},
+    ):
+        r = httpx.post(
+            rig.gw.url + "/embeddings", json=body, headers={"Authorization": f"Bearer {tok}"}
+        )
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_input"
+    assert rig.stub.stats.requests == 1

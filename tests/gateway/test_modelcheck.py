@@ -49,3 +49,12 @@ def test_a_model_that_answers_is_metered_and_one_that_does_not_is_named_with_its
     assert "failed after" not in down.detail  # one attempt, whatever the recipe's retries
     assert not refused.ok and refused.detail.count(srv.url) == 1  # the endpoint named once
     assert "provider refused: HTTP 401" in refused.detail
+
+
+def test_an_embeddings_model_is_checked_with_one_embedding_not_a_chat_call(
+    stub: tuple[StubLLM, ServerThread],
+) -> None:
+    llm, srv = stub
+    (ping,) = ping_models({"emb": _spec(srv.url, kind="embeddings")})
+    assert ping.ok and ping.tokens == 1
+    assert llm.stats.by_path == {"/v1/embeddings": 1} and llm.requests[0]["input"] == ["ok"]

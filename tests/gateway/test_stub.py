@@ -168,3 +168,25 @@ def test_the_models_check_is_answered_apart_and_takes_no_scripted_answer() -> No
         assert scripted.stats.checks == 0 and scripted.stats.requests == 1
     finally:
         srv.stop()
+
+
+def test_embeddings_are_deterministic_unit_vectors_or_one_vector_when_scripted_same() -> None:
+    stub, srv = _serve(Answer(content="a chat answer stays in the script"))
+    try:
+        texts = ["def mean(xs): return sum(xs)", "def mean(xs): return sum(xs)", "print(1)"]
+        r = _client(srv).embeddings.create(model="emb", input=texts)
+        vecs = [d.embedding for d in r.data]
+        assert vecs[0] == vecs[1] and vecs[0] != vecs[2]
+        assert all(abs(sum(v * v for v in vec) - 1) < 1e-9 for vec in vecs)
+        assert r.usage.prompt_tokens == sum(map(count_tokens, texts))
+        assert stub.stats.prompt_tokens == r.usage.prompt_tokens and stub.remaining  # not used
+        assert httpx.post(srv.url + "/embeddings", json={"input": [1, 2]}).status_code == 400
+    finally:
+        srv.stop()
+    same = StubLLM(Script(embeddings="same"))
+    srv = ServerThread(same.app).start()
+    try:
+        r = _client(srv).embeddings.create(model="emb", input=["one program", "another"])
+        assert r.data[0].embedding == r.data[1].embedding
+    finally:
+        srv.stop()

@@ -56,6 +56,32 @@ def test_score_child_prop_lambda_zero_ignores_scores() -> None:
     assert w == pytest.approx({"a": 0.5 / 1.5, "b": 1 / 1.5})
 
 
+def test_score_child_prop_with_median_and_mad_is_shinkaevolves_formula() -> None:
+    """sigmoid(λ·(score - median)/MAD) / (1 + children) (ShinkaEvolve database/parents.py)."""
+    cands = [view("c0"), view("c1", "c0"), view("c2", "c0"), view("c3", "c1"), view("c4", "c1")]
+    gate = {"c0": 0.2, "c1": 0.5, "c2": 0.55, "c3": 0.9, "c4": 0.52}
+    run = Run(cands, gate)
+    kids = children_counts(run)  # c0: 2, c1: 2
+    median = 0.52  # of 0.2, 0.5, 0.52, 0.55, 0.9
+    mad = 0.03  # median of |s - median|: 0.32, 0.02, 0, 0.03, 0.38
+
+    def expect(score: float, children: int) -> float:
+        return 1 / (1 + math.exp(-10 * (score - median) / mad)) / (1 + children)
+
+    raw = {c: expect(gate[c], kids.get(c, 0)) for c in gate}
+    want = {k: v / sum(raw.values()) for k, v in raw.items()}
+    rows = [(c, gate[c]) for c in gate]
+    assert score_child_weights(rows, kids, 10.0, "median", "mad") == pytest.approx(want)
+    op = ScoreChildProp(ScoreChildPropConfig(midpoint="median", scale="mad"))
+    n = 4000
+    picks = Counter(op.select(SelectContext(run, random.Random(s), 1)).parent for s in range(n))
+    for cid, p in want.items():
+        assert abs(picks[cid] / n - p) < 0.03, (cid, picks[cid] / n, p)
+    # equal scores: MAD 0 is floored (no division by zero), children alone decide
+    flat = score_child_weights([("a", 0.5), ("b", 0.5)], Counter({"a": 1}), 10.0, "median", "mad")
+    assert flat == pytest.approx({"a": 1 / 3, "b": 2 / 3})
+
+
 def test_keep_all_admits_every_certified_child() -> None:
     run = Run([view("c0"), view("c1", "c0")], {"c0": 0.9, "c1": 0.1})
     ctx = GateContext(run, random.Random(0), 1, view("c1", "c0"), view("c0"))

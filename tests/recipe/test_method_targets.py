@@ -26,6 +26,7 @@ METHOD_KEYS = {
     "description",
     "slots",
     "children_per_generation",
+    "concurrency",
     "budget",
     "evaluator",
     "models",
