@@ -39,7 +39,7 @@ CALL = re.compile(r"^\d+\s+(?:<\.\.\. )?(\w+)[( ]")
 def drive_child(n: int, k: int, workdir: Path, mode: str = "generational") -> None:
     """In the traced process: the overhead bench's run with ``k`` candidates in flight."""
     sys.path.insert(0, str(OVERHEAD.parent))
-    import overhead  # type: ignore[import-not-found]
+    import overhead
 
     inflight = "concurrency: {{candidates: " + str(k) + ", mode: " + mode + "}}"
     recipe = overhead.RECIPE.replace(
