@@ -5,10 +5,12 @@ previous line and an Ed25519 signature by the run's key. Each append is written 
 the operating system before the call returns, so a killed process never loses an
 event; it is fsynced at once too, unless the writer turned on :attr:`Archive.group_commit`:
 then :meth:`Archive.sync` fsyncs everything appended so far in one call, and the writer
-calls it before anything outside itself may act on those events (the engine: before an
-operator call, before work leaves for a worker, before it waits, at the end of a
-session). A machine crash can then lose only events nothing had acted on yet, always a
-tail of the chain, never one in the middle. Because every event commits to all before
+calls it (or :meth:`Archive.sync_through`, which skips the fsync when an earlier one
+already covered the event) where an effect outside the run depends on its events (the
+engine: a candidate's certificates before its gate reads their scores, the sealed
+evaluation, a task run it charges, a session's end; events older than a second while it
+waits). A machine crash can lose only a tail of the chain, never an event in the middle,
+and never one such an effect depends on. Because every event commits to all before
 it, the newest event's signature authenticates the whole chain: an edited,
 inserted or appended line is detected with the public key alone.
 
@@ -187,6 +189,10 @@ class Archive:
         self._on_append = on_append
         self.group_commit = group_commit
         self._unsynced, self._since = 0, 0.0
+        if last is not None:  # a killed writer's events may be in the page cache only
+            os.fsync(self._file.fileno())
+        #: the newest event known to be on disk (-1: none)
+        self.durable_seq = self._seq - 1
 
     @property
     def head(self) -> str:
@@ -217,13 +223,21 @@ class Archive:
         if self._unsynced and time.monotonic() - self._since >= max_age:
             os.fsync(self._file.fileno())
             self._unsynced = 0
+            self.durable_seq = self._seq - 1
+
+    def sync_through(self, seq: int) -> None:
+        """Make the event ``seq`` and all before it durable: no fsync when an earlier one
+        (another candidate's sync point, say) already covered it."""
+        if seq > self.durable_seq:
+            self.sync()
 
     def close(self) -> None:
         self.sync()
         self._file.close()
 
     def append(self, type_: str, data: dict[str, Any]) -> Event:
-        """Append one event durably and return it.
+        """Append one event and return it: written to the operating system before it
+        returns (a killed process cannot lose it), fsynced too unless ``group_commit``.
 
         Ctrl-C and SIGTERM are held back until the event and the in-memory state
         agree, so an interrupt can never leave half an append behind. (Masking the

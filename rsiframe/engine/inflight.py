@@ -46,7 +46,7 @@ class Inflight:
         #: kills work in flight beyond this host's sandboxes (a remote executor's tasks)
         self.cancel = cancel
         #: makes the writer's events durable (those older than the argument, in seconds):
-        #: all of them before work starts, the older ones while the writer waits
+        #: the older ones while the writer waits
         self.sync = sync or (lambda max_age: None)
         self.inbox: queue.SimpleQueue[Closure] = queue.SimpleQueue()
         self.jobs: dict[str, Job] = {}
@@ -57,8 +57,7 @@ class Inflight:
         return threading.get_ident() == self.writer
 
     def synced(self) -> None:
-        """On the writer, make its events durable (a worker's operator call follows the
-        sync that started its work)."""
+        """On the writer, make its events durable (before the sealed evaluation)."""
         if self.on_writer():
             self.sync(0.0)
 
@@ -74,8 +73,10 @@ class Inflight:
 
         An exception in ``work`` is raised on the writer (the run then fails, resumable).
         """
+        # no sync point here: a mutation's or evaluation's effects are scratch (lost with
+        # the machine, re-run on resume) or durable on their own (the gateway's ledger,
+        # a task-run charge); the certificates it returns are synced before a gate reads them
         assert cid not in self.jobs, f"{cid} already has work in flight"
-        self.sync(0.0)  # what led to this work is on disk before it starts
         self.jobs[cid] = Job(cid, what)
 
         def finish(done: Closure) -> Closure:

@@ -78,6 +78,8 @@ class Engine:
         self.inflight = Inflight(
             r.concurrency.candidates, parts.executor.cancel_all, self.archive.sync
         )
+        #: each candidate's newest event (seq): what its gate's sync point must cover
+        self._newest_event_of: dict[str, int] = {}
         self.view = StateView(
             self.state,
             self.repo,
@@ -126,7 +128,6 @@ class Engine:
             progress=self.relay,
             horizon=self.sched.horizon,
             models=self._model_scope if self.models is not None else None,
-            before_call=self.inflight.synced,
             draws=self._draws_of,
         )
 
@@ -279,6 +280,8 @@ class Engine:
 
     def _append(self, event: E.EventData) -> Event:
         ev = self.archive.append(event.type, E.payload(event))
+        if isinstance(cid := getattr(event, "id", None), str):
+            self._newest_event_of[cid] = ev.seq
         if isinstance(event, E.RunFinished | E.RunInterrupted):
             self.archive.sync()  # a session's end is durable before anyone is told
         return ev
@@ -499,8 +502,9 @@ class Engine:
                 self.timings.add(self.timings.total, c.id, time.perf_counter() - t0)
             return lambda: self._take_back(result)
 
-        if wait:  # the sealed evaluation runs here, on the writer
+        if wait or base_split(split) == "sealed":  # a sealed attempt is on disk before it runs
             self.inflight.synced()
+        if wait:  # the sealed evaluation runs here, on the writer
             work()()
         else:
             self.inflight.start(c.id, f"evaluate {split}", work)
@@ -519,6 +523,9 @@ class Engine:
         )
 
     def _gated(self, c: Candidate) -> None:
+        # the sync point a score depends on: its certificates durable before the gate reads
+        # it; one fsync covers every candidate appended before it (candidates in flight)
+        self.archive.sync_through(self._newest_event_of.pop(c.id, -1))
         decision = gate(self.calls, self.state, c)
         self.emit(decision)
         if not decision.admit:  # admitted candidates stay exported: they may be parents
@@ -526,6 +533,7 @@ class Engine:
 
     def _recorded(self, c: Candidate) -> None:
         self.emit(record(self.calls, self.state, c))
+        self._newest_event_of.pop(c.id, None)
 
 
 def _no_outage(cid: str, slot: str) -> str | None:

@@ -187,17 +187,53 @@ def limits_step(limits: Limits, *, nproc: bool, joins: Sequence[Path] = ()) -> l
     Units: ``-v`` KiB, ``-f`` 512-byte blocks (POSIX; dash and bash as ``sh`` alike); the
     process limit is ``-p`` in dash and ``-u`` in bash, so both are tried.
     ``tests/sandbox/test_bwrap.py`` reads ``/proc/self/limits`` inside to check them."""
+    steps = step_commands(limits, nproc=nproc, joins=joins)
+    if not steps:
+        return []
+    return ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "rsiframe-limits"]
+
+
+def step_commands(
+    limits: Limits, *, nproc: bool, joins: Sequence[Path] = (), file_block: int = 512
+) -> list[str]:
+    """The commands of :func:`limits_step`; ``file_block``: the shell's unit of
+    ``ulimit -f`` (512 in ``sh``, dash or bash as ``sh``; 1024 in ``bash`` itself)."""
     steps = [f"echo 0 > {shlex.quote(str(p))}" for p in joins]
     if limits.memory_mb is not None:
         steps.append(f"ulimit -v {int(limits.memory_mb) << 10}")
     if limits.file_mb is not None:
-        steps.append(f"ulimit -f {int(limits.file_mb) << 11}")
+        steps.append(f"ulimit -f {(int(limits.file_mb) << 20) // file_block}")
     if nproc and limits.pids is not None:
         n = int(limits.pids)
         steps.append(f"{{ ulimit -p {n} 2>/dev/null || ulimit -u {n}; }}")
+    return steps
+
+
+#: read by a sandboxed ``bash SCRIPT`` as its ``BASH_ENV`` (:func:`_in_bash`)
+BASH_STEP = Path(__file__).with_name("limits.bash")
+
+
+def _in_bash(
+    cmd: list[str], env: dict[str, str], limits: Limits, nproc: bool, joins: Sequence[Path]
+) -> dict[str, str] | None:
+    """``bash SCRIPT ...`` (an evaluator's verifier under the process sandbox): the
+    environment under which bash itself runs the step before the script (its startup
+    file, :data:`BASH_STEP`), one process start fewer; None where that does not apply
+    (another program, options before the script, a ``BASH_ENV`` of the caller's own or
+    a variable that would keep bash from reading it: then the ``sh`` step in front)."""
+    if len(cmd) < 2 or os.path.basename(cmd[0]) != "bash" or cmd[1].startswith(("-", "+")):
+        return None
+    # bash in POSIX mode (POSIXLY_CORRECT, SHELLOPTS) would not read BASH_ENV
+    taken = ("BASH_ENV", "RSIFRAME_LIMITS", "POSIXLY_CORRECT", "SHELLOPTS", "BASHOPTS")
+    if any(name in env for name in taken) or not BASH_STEP.is_file():
+        return None
+    found = shutil.which(cmd[0], path=env.get("PATH", os.defpath))
+    if found is None or not os.path.basename(os.path.realpath(found)).startswith("bash"):
+        return None  # bash reads BASH_ENV; a shell merely named bash might not
+    steps = step_commands(limits, nproc=nproc, joins=joins, file_block=1024)
     if not steps:
-        return []
-    return ["/bin/sh", "-c", " && ".join([*steps, 'exec "$@"']), "rsiframe-limits"]
+        return None
+    return {**env, "BASH_ENV": str(BASH_STEP), "RSIFRAME_LIMITS": " && ".join(steps)}
 
 
 def _in_front(step: list[str], cmd: list[str], env: dict[str, str]) -> list[str]:
@@ -487,7 +523,10 @@ class Sandbox:
         # through it). RLIMIT_NPROC counts a user's processes per user namespace: only a
         # bubblewrap sandbox has one of its own (outside, it would count the whole host's;
         # bubblewrap itself, root on the host, is not bound by it)
-        step = limits_step(lim, nproc=nproc and self.kind == "bwrap", joins=joins)
+        nproc = nproc and self.kind == "bwrap"
+        if (bash_env := _in_bash(cmd, host_env, lim, nproc, joins)) is not None:
+            return cmd, host_cwd, bash_env
+        step = limits_step(lim, nproc=nproc, joins=joins)
         return _in_front(step, cmd, host_env), host_cwd, host_env
 
     def run(

@@ -539,6 +539,53 @@ def test_a_shell_script_under_the_process_sandbox_starts_with_the_step(
     assert cmd[4:] == argv
 
 
+def test_a_bash_script_under_the_process_sandbox_runs_the_step_itself(
+    box: tuple[Mount, Path],
+) -> None:
+    """``bash SCRIPT`` (an evaluator's verifier) under the process sandbox: bash itself
+    runs the step (its ``BASH_ENV``) before the script, no shell in front of it (issue 29);
+    the script runs unchanged (``$0``, arguments) in the run's cgroups with the limits in
+    bash's units, sees neither variable, and a failing step ends bash before it."""
+    _need_pids_cgroup()
+    m, host = box
+    (host / "t.sh").write_text(
+        'echo "$0 $1 ${BASH_ENV-unset} ${RSIFRAME_LIMITS-unset}"\n'
+        "cat /proc/$$/cgroup\n"
+        'grep "^Max file size" /proc/$$/limits\n'
+        "bash -c 'echo \"child ${BASH_ENV-unset}\"'\n"
+    )
+    sb = ProcessSandbox()
+    script = sb.view(m) + "/t.sh"
+    argv = ["bash", script, "arg"]
+    lim = sandbox.Limits(memory_mb=300, pids=40, file_mb=7)
+    joins = [Path("/nonexistent-rsiframe/cgroup.procs")]
+    cmd, _, env = sb._confined(argv, [m], m, {}, False, (), False, lim, nproc=False, joins=joins)
+    assert cmd == argv  # one process start: bash, nothing in front of it
+    assert env["BASH_ENV"] == str(sandbox.BASH_STEP)
+    assert env["RSIFRAME_LIMITS"] == (
+        f"echo 0 > {joins[0]} && ulimit -v {300 << 10} && ulimit -f {7 << 10}"
+    )
+    res = sb.run(argv, mounts=[m], cwd=m, env={}, timeout=20, limits=lim)
+    assert res.ok, res.stderr
+    lines = res.stdout.decode().splitlines()
+    assert lines[0] == f"{script} arg unset unset"
+    assert any(f":pids:/rsiframe/run-{os.getpid()}-" in r for r in lines)
+    limits = {r.split("  ")[0]: r.split()[-3:-1] for r in lines if r.startswith("Max ")}
+    assert limits["Max file size"] == [str(7 << 20), str(7 << 20)]
+    assert lines[-1] == "child unset"
+    # a step that fails (here: a cgroup it cannot join) ends bash before the script
+    (host / "ran.sh").write_text(f"touch {host / 'ran'}\n")
+    failing = {**env, "RSIFRAME_LIMITS": f"echo 0 > {joins[0]}"}
+    res = sandbox._execute(["bash", str(host / "ran.sh")], str(host), failing, 20, 1 << 20)
+    assert res.exit_code != 0 and not (host / "ran").exists()
+    # bash options, or a variable that would keep bash from reading BASH_ENV: sh in front
+    for other, extra in ((["bash", "-e", *argv[1:]], {}), (argv, {"POSIXLY_CORRECT": "1"})):
+        cmd, _, env = sb._confined(
+            other, [m], m, extra, False, (), False, lim, nproc=False, joins=joins
+        )
+        assert cmd[:2] == ["/bin/sh", "-c"] and cmd[4:] == other and "BASH_ENV" not in env
+
+
 @pytest.mark.parametrize("kind", ["bwrap", "process"])
 def test_output_cap_kills_a_flood(box: tuple[Mount, Path], kind: str) -> None:
     if kind == "bwrap" and not HAVE_BWRAP:
