@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rsiframe import llm
 from rsiframe.api import ReflectContext, Reflection, ReflectOperator
-from rsiframe.operators.llmprompt import ModelOperatorConfig
+from rsiframe.operators.llmprompt import ModelOperatorConfig, ask_for_lines
 
 
 class LlmLessonsConfig(ModelOperatorConfig):
@@ -39,13 +38,4 @@ class LlmLessons(ReflectOperator):
             previous=ctx.previous,
             max_lines=cfg.max_lines,
         )
-        answer = llm.current().chat(
-            cfg.model,
-            [{"role": "user", "content": prompt}],
-            temperature=cfg.temperature,
-            max_tokens=cfg.max_tokens,
-        )
-        lines = [ln.rstrip() for ln in answer.text.strip().splitlines() if ln.strip()]
-        if not lines:
-            raise llm.ModelError(f"model {cfg.model!r} answered with no lessons")
-        return Reflection(lessons="\n".join(lines[: cfg.max_lines]) + "\n")
+        return Reflection(lessons=ask_for_lines(cfg, prompt, cfg.max_lines, "no lessons"))

@@ -135,6 +135,22 @@ def ask_until_parsed(
     raise Unparsed(error)
 
 
+def ask_for_lines(cfg: ModelOperatorConfig, prompt: str, max_lines: int, what: str) -> str:
+    """One call to ``cfg.model``; its non-blank lines, at most ``max_lines``, as a text (a
+    reflect operator's lessons or scratchpad). An answer with none is a ``ModelError``
+    naming ``what`` was missing."""
+    answer = llm.current().chat(
+        cfg.model,
+        [{"role": "user", "content": prompt}],
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+    )
+    lines = [ln.rstrip() for ln in answer.text.strip().splitlines() if ln.strip()]
+    if not lines:
+        raise llm.ModelError(f"model {cfg.model!r} answered with {what}")
+    return "\n".join(lines[:max_lines]) + "\n"
+
+
 class ShownContext(BaseModel):
     """What of the parent's rollout and the run a mutation prompt shows (issue 31)."""
 

@@ -52,7 +52,7 @@ from rsiframe.api import (
     RunView,
 )
 from rsiframe.operators.llm_edit import LlmEdit, LlmEditConfig
-from rsiframe.operators.llmprompt import ModelOperatorConfig
+from rsiframe.operators.llmprompt import ModelOperatorConfig, ask_for_lines
 
 # -- novelty: embedding rejection sampling ---------------------------------------------
 
@@ -313,13 +313,4 @@ class MetaScratchpad(ReflectOperator):
             previous=ctx.previous,
             max_lines=cfg.max_lines,
         )
-        answer = llm.current().chat(
-            cfg.model,
-            [{"role": "user", "content": prompt}],
-            temperature=cfg.temperature,
-            max_tokens=cfg.max_tokens,
-        )
-        lines = [ln.rstrip() for ln in answer.text.strip().splitlines() if ln.strip()]
-        if not lines:
-            raise llm.ModelError(f"model {cfg.model!r} answered with an empty scratchpad")
-        return Reflection(lessons="\n".join(lines[: cfg.max_lines]) + "\n")
+        return Reflection(lessons=ask_for_lines(cfg, prompt, cfg.max_lines, "an empty scratchpad"))
