@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from rsiframe.archive.log import get_artifact
-from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, ToolCall
+from rsiframe.gateway.stub import Answer, Script, StubLLM, ToolCall
 from tests.support.cli import cli, events, status_json
+from tests.support.gateway import serving
 from tests.support.paths import REPO
+from tests.support.pyfix import CLAMP, MEAN
 
 pytestmark = pytest.mark.e2e
 
@@ -29,14 +31,6 @@ PROMPT = (
     "You are a careful Python programmer working in the folder /app.\n\n{instruction}\n\n"
     + MARKER
     + "\n"
-)
-MEAN = (
-    'def mean(xs):\n    """Arithmetic mean of a non-empty list of numbers."""\n'
-    "    return sum(xs) / len(xs)\n"
-)
-CLAMP = (
-    'def clamp(x, lo, hi):\n    """Return x limited to the closed interval [lo, hi]."""\n'
-    "    return max(lo, min(x, hi))\n"
 )
 DIAGNOSIS = {
     "log_summarization": "the agent wrote a wrong clamp",
@@ -63,14 +57,8 @@ def _agent_answers() -> list[Answer]:
 
 def _stub(first: list[Answer], monkeypatch: pytest.MonkeyPatch) -> Iterator[StubLLM]:
     script = Script(answers=[*first, *_agent_answers()], default=Answer(content="```\npass\n```"))
-    s = StubLLM(script)
-    srv = ServerThread(s.app).start()
-    monkeypatch.setenv("LLM_BASE_URL", srv.url)
-    monkeypatch.setenv("LLM_API_KEY", "stub-key")
-    try:
+    with serving(monkeypatch, script) as s:
         yield s
-    finally:
-        srv.stop()
 
 
 def _run(tmp_path: Path, recipe: str, train: str, *sets: str) -> Path:

@@ -19,21 +19,15 @@ from typing import Any
 import pytest
 
 from rsiframe.archive.log import get_artifact
-from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
+from rsiframe.gateway.stub import Answer, Script, StubLLM
 from tests.support.cli import cli, events, status_json
+from tests.support.gateway import serving
 from tests.support.paths import REPO
+from tests.support.pyfix import CLAMP, MEAN
 
 pytestmark = pytest.mark.e2e
 
 MARKER = "Clamp with care."
-MEAN = (
-    'def mean(xs):\n    """Arithmetic mean of a non-empty list of numbers."""\n'
-    "    return sum(xs) / len(xs)\n"
-)
-CLAMP = (
-    'def clamp(x, lo, hi):\n    """Return x limited to the closed interval [lo, hi]."""\n'
-    "    return max(lo, min(x, hi))\n"
-)
 RECIPE = """\
 extends: {path}
 tasks:
@@ -69,14 +63,10 @@ def _answers() -> list[Answer]:
 
 @pytest.fixture
 def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubLLM]:
-    s = StubLLM(Script(answers=_answers(), default=Answer(content="```\npass\n```")))
-    srv = ServerThread(s.app).start()
-    monkeypatch.setenv("LLM_BASE_URL", srv.url)
-    monkeypatch.setenv("LLM_API_KEY", "stub-key")
-    try:
+    with serving(
+        monkeypatch, Script(answers=_answers(), default=Answer(content="```\npass\n```"))
+    ) as s:
         yield s
-    finally:
-        srv.stop()
 
 
 def _details(out: Path, evs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

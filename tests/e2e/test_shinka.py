@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 
 from rsiframe.archive.log import get_artifact
-from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
+from rsiframe.gateway.stub import Answer, Script, StubLLM
 from tests.support.cli import cli, events, status_json
+from tests.support.gateway import serving
 from tests.support.paths import REPO
+from tests.support.pyfix import CLAMP, MEAN
 
 pytestmark = pytest.mark.e2e
 
@@ -39,14 +41,6 @@ def near_seed(i: int) -> str:
 
 
 PAD = "SCRATCHPAD: the clamp line in prompt.md helped; whitespace edits were not new"
-MEAN = (
-    'def mean(xs):\n    """Arithmetic mean of a non-empty list of numbers."""\n'
-    "    return sum(xs) / len(xs)\n"
-)
-CLAMP = (
-    'def clamp(x, lo, hi):\n    """Return x limited to the closed interval [lo, hi]."""\n'
-    "    return max(lo, min(x, hi))\n"
-)
 RECIPE = """\
 extends: {recipe}
 tasks:
@@ -79,14 +73,10 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubLLM]:
         Answer(when="The function `mean`", repeat=True, content=f"```python\n{MEAN}```"),
         Answer(when=MARKER, repeat=True, content=f"```python\n{CLAMP}```"),
     ]
-    s = StubLLM(Script(answers=answers, default=Answer(content="```\npass\n```")))
-    srv = ServerThread(s.app).start()
-    monkeypatch.setenv("LLM_BASE_URL", srv.url)
-    monkeypatch.setenv("LLM_API_KEY", "stub-key")
-    try:
+    with serving(
+        monkeypatch, Script(answers=answers, default=Answer(content="```\npass\n```"))
+    ) as s:
         yield s
-    finally:
-        srv.stop()
 
 
 def _data(evs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

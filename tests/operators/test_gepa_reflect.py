@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from rsiframe.archive.log import get_artifact
-from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM
+from rsiframe.gateway.stub import Answer, Script, StubLLM
 from tests.support.cli import cli, events, status_json
+from tests.support.gateway import serving
 from tests.support.mini import make_mini
 
 MODELS = """\
@@ -36,14 +37,8 @@ GEPA = [
 @pytest.fixture
 def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubLLM]:
     answer = "Every task needs a higher level.\n```yaml\nlevel: 9\nstyle: plain\n```\n"
-    s = StubLLM(Script(answers=[Answer(content=answer)]))
-    srv = ServerThread(s.app).start()
-    monkeypatch.setenv("LLM_BASE_URL", srv.url)
-    monkeypatch.setenv("LLM_API_KEY", "stub-key")
-    try:
+    with serving(monkeypatch, Script(answers=[Answer(content=answer)])) as s:
         yield s
-    finally:
-        srv.stop()
 
 
 def test_reflection_sees_the_whole_component_and_every_minibatch_example(
