@@ -502,7 +502,10 @@ class Engine:
                 self.timings.add(self.timings.total, c.id, time.perf_counter() - t0)
             return lambda: self._take_back(result)
 
-        if wait or base_split(split) == "sealed":  # a sealed attempt is on disk before it runs
+        # on disk before it runs: a sealed attempt, and any attempt whose evaluation_started
+        # is a task-run charge (max_task_runs: lost with the machine, its tasks would have
+        # run uncharged; a minibatch's tasks_run is synced the same way, TaskRunMeter)
+        if wait or base_split(split) == "sealed" or self.budget.budget.max_task_runs is not None:
             self.inflight.synced()
         if wait:  # the sealed evaluation runs here, on the writer
             work()()

@@ -152,3 +152,43 @@ def test_events_are_durable_before_an_effect_depends_on_them(
     assert any(e["type"] == "evaluation_started" and e["data"]["split"] == "sealed" for e in rows)
     candidates = sum(e["type"] == "candidate_proposed" for e in rows)
     assert event_syncs[0] <= 2 * candidates, (event_syncs[0], candidates, len(rows))
+
+
+def test_an_attempt_charged_to_max_task_runs_is_durable_before_its_tasks_run(
+    mini: Mini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``budget.max_task_runs`` an attempt's ``evaluation_started`` is its task-run
+    charge: a machine crash that lost it after its tasks ran would leave them uncharged
+    (and re-run on resume), so every certified attempt's trials start only once it is on
+    disk, as a minibatch's ``tasks_run`` is (found in review: only sealed ones were)."""
+    out = mini.run_dir()
+    events = out / EVENTS
+    durable = [0]
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        st = os.fstat(fd)
+        if events.exists() and st.st_ino == events.stat().st_ino:
+            durable.append(st.st_size)
+
+    monkeypatch.setattr(archive_mod.os, "fsync", fsync)
+    monkeypatch.setattr(inflight_mod, "SYNC_AGE_S", 3600.0)  # no syncs of the writer's waits
+    late: list[str] = []
+    real_trial = LocalEngine._trial
+
+    def trial(self: LocalEngine, candidate_dir: Path, *args: Any) -> Any:
+        cid = candidate_dir.name
+        rows = [(end, e) for end, e in _ends(events) if e["data"].get("id") == cid]
+        need = max((end for end, e in rows if e["type"] == "evaluation_started"), default=0)
+        if need > max(durable):
+            late.append(cid)
+        return real_trial(self, candidate_dir, *args)
+
+    monkeypatch.setattr(LocalEngine, "_trial", trial)
+    engine = Engine.create(mini.recipe, ["budget.max_task_runs=100000"], out)
+    try:
+        assert engine.drive() == "finished"
+    finally:
+        engine.close()
+    assert not late, f"trials of {sorted(set(late))} ran before their charge was on disk"
