@@ -68,5 +68,12 @@ class TreeClaims:
             holder = self._holders.setdefault(tree, cid)
         return None if holder == cid else holder
 
+    def release(self, cid: str, tree: str) -> None:
+        """``cid`` gives ``tree`` back: novelty sent that proposal back to mutate, and no
+        event records it, so a resumed run would not hold it either."""
+        with self._cond:
+            if self._holders.get(tree) == cid:
+                del self._holders[tree]
+
     def _earlier_open(self, index: int) -> bool:
         return any(i < index for i in self._open.values())

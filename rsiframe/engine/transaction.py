@@ -419,6 +419,7 @@ class Transaction:
             check = calls.call(cid, "novelty", lambda: nop.novelty(nctx))
             if not check.ok:
                 if check.retry and tried is not None and n < MAX_REPROPOSALS:
+                    self.claims.release(cid, tree)  # as a resumed run would see it
                     return Repropose(check.reason, mutation.description)
                 earlier = [f"proposal {i + 1}: {t.reason}" for i, t in enumerate(tried or [])]
                 last = f"proposal {n + 1}: {check.reason}" if earlier else check.reason

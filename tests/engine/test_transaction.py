@@ -349,3 +349,36 @@ def test_the_engine_stops_a_novelty_that_retries_forever(rig: Rig) -> None:
     assert len(mutate.told) == MAX_REPROPOSALS + 1
     assert len(outcome.reasons) == MAX_REPROPOSALS + 1
     assert outcome.reasons[-1] == f"proposal {MAX_REPROPOSALS + 1}: too similar #{MAX_REPROPOSALS}"
+
+
+class TreesSeen(TooSimilar):
+    """:class:`TooSimilar` that remembers the tree of each proposal it judged."""
+
+    name = "trees_seen"
+
+    def __init__(self, times: int) -> None:
+        super().__init__(times)
+        self.trees: list[str] = []
+
+    def novelty(self, ctx: NoveltyContext) -> Check:
+        self.trees.append(ctx.tree)
+        return super().novelty(ctx)
+
+
+def test_a_proposal_novelty_sent_back_holds_no_tree(rig: Rig) -> None:
+    """No event records a re-proposed child's earlier tree, so a resumed run does not hold
+    it: neither may the live run (a later child with that tree is not its duplicate)."""
+    novelty = TreesSeen(times=1)
+    tx = rig.transaction(mutate=Counting(), novelty=novelty)
+    proposed = tx.select(rig.run.state, CHILD, 1)
+    rig.run.emit(proposed)
+    parent = rig.run.state.candidates[proposed.parent or ""]
+    outcome = tx.run(CHILD, parent, 1, rig.root / "work" / CHILD)
+    assert isinstance(outcome, E.CandidateMutated)
+    rig.run.emit(outcome)
+    first, last = novelty.trees
+    assert first != last and outcome.tree == last
+    resumed = TreeClaims(rig.run.state, ordered=True)
+    assert resumed.claim("c0002", first) is None
+    assert tx.claims.claim("c0002", first) is None  # was: 'c0001' (the live run only)
+    assert tx.claims.claim("c0003", last) == CHILD
