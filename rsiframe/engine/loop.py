@@ -319,9 +319,6 @@ class Engine:
                 self.sched.stop(grace_seconds())
                 self.emit(E.RunInterrupted(reason="interrupted by the user"))
                 raise
-        except RunConverged as exc:  # select's method rule ended the search
-            self.sched.stop(grace_seconds())
-            return self._finish("finished", str(exc))
         except Exception as exc:  # the run stays resumable; the caller reports the error
             self.sched.stop(0.0)
             if (refused := budget_refusal(exc)) is not None:  # the gateway's 429 (select ...)
@@ -412,7 +409,10 @@ class Engine:
         elif d.kind == "generation":
             self.emit(E.GenerationStarted(generation=d.generation))
         elif d.kind == "propose":
-            self._propose_child(d.generation)
+            try:
+                self._propose_child(d.generation)
+            except RunConverged as exc:  # select's method rule: no more children; what is
+                self.sched.converged = str(exc)  # in flight is evaluated and gated first
         elif d.kind == "finish":
             return self._finish(d.state, d.reason)
         else:

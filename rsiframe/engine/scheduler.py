@@ -61,6 +61,7 @@ class Scheduler:
     stopping: bool = False
     generation_of: dict[str, int] = field(default_factory=dict)  # children this process proposed
     closed: set[int] = field(default_factory=set)  # generations the budget closed early
+    converged: str | None = None  # select ended the search (SearchConverged): why
 
     @property
     def generational(self) -> bool:
@@ -143,6 +144,8 @@ class Scheduler:
 
     def next(self) -> Decision:
         """Reflect, start a generation or propose a child: whichever is due (or wait)."""
+        if self.converged is not None:  # select ended the search (SearchConverged)
+            return Decision(WAIT) if self._busy() else self._converged(self.converged)
         g = self.state.generation
         full, closed = self._full(g), g in self.closed
         if (full or closed) and self.generational and self.unsettled(g):
@@ -161,6 +164,10 @@ class Scheduler:
         if closed or self.stopping or not self.inflight.free():
             return Decision(WAIT)
         return self._propose(g)
+
+    @staticmethod
+    def _converged(reason: str) -> Decision:
+        return Decision("finish", state="finished", reason=reason)
 
     def _busy(self) -> bool:
         """Whether anything is in flight or not yet settled."""

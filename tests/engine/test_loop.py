@@ -331,3 +331,31 @@ def test_a_select_that_declares_convergence_ends_the_run_finished_with_its_reaso
     assert "in the last 2 generations (epsilon 1.0)" in st["reason"]
     assert len(st["candidates"]) == 3  # the seed and two generations: the window, then the stop
     assert cli("verify", out).exit_code == 0
+
+
+def test_a_converged_steady_run_reviews_what_was_in_flight_before_it_finishes(
+    tmp_path: Path,
+) -> None:
+    """Steady mode: when select declares convergence, children already in flight are
+    evaluated and gated before the run ends ``finished`` (they were killed and left
+    ``evaluating`` or ``certified`` in a run that no resume moves again)."""
+    mini = make_mini(tmp_path / "p", generations=8, children=2)
+    out = run_mini(
+        mini,
+        "--set",
+        "slots.select.operator=rollback",
+        "--set",
+        "slots.select.config.converge.window=2",
+        "--set",
+        "slots.select.config.converge.epsilon=1.0",
+        "--set",
+        "concurrency.mode=steady",
+        "--set",
+        "concurrency.candidates=3",
+    )
+    st = status_json(out)
+    assert st["state"] == "finished"
+    assert st["reason"].startswith("converged: the best gate score rose"), st["reason"]
+    left = [(c["id"], c["state"]) for c in st["candidates"]]
+    assert all(s in ("admitted", "declined", "rejected") for _, s in left), left
+    assert cli("verify", out).exit_code == 0
