@@ -94,12 +94,8 @@ class GatewayClient:
             text = data["choices"][0]["message"].get("content") or ""
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(f"model {model!r} answered without a message") from exc
-        usage = data.get("usage") or {}
         return Completion(
-            str(text),
-            int(usage.get("prompt_tokens", 0)),
-            int(usage.get("completion_tokens", 0)),
-            data,
+            str(text), _tokens(data, "prompt_tokens"), _tokens(data, "completion_tokens"), data
         )
 
     def embed(self, model: str, texts: list[str]) -> Embeddings:
@@ -112,8 +108,7 @@ class GatewayClient:
             raise ModelError(f"model {model!r} answered without embeddings") from exc
         if len(vectors) != len(texts):
             raise ModelError(f"model {model!r} answered {len(vectors)} of {len(texts)} embeddings")
-        usage = data.get("usage") or {}
-        return Embeddings(vectors, int(usage.get("prompt_tokens", 0)))
+        return Embeddings(vectors, _tokens(data, "prompt_tokens"))
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -192,3 +187,11 @@ def current() -> ModelClient:
             "no model gateway for this call: model operators need a run with a models: section"
         )
     return client
+
+
+def _tokens(data: dict[str, Any], key: str) -> int:
+    """A count of the answer's ``usage`` as the provider reported it (0 when it is missing
+    or not a count: the gateway meters every call itself, this is the operator's report)."""
+    usage = data.get("usage")
+    value = usage.get(key, 0) if isinstance(usage, dict) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

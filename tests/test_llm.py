@@ -89,3 +89,11 @@ def test_a_call_uses_the_client_it_was_given_and_nothing_outside_it() -> None:
         assert len(seen) == 1
     with pytest.raises(ModelError):
         llm.current()
+
+
+def test_a_malformed_usage_counts_nothing_and_raises_nothing() -> None:
+    """The provider's usage is the operator's report only (the gateway meters each call):
+    a usage that is not a dict of counts reads as 0, never an AttributeError or a negative."""
+    assert llm._tokens({"usage": {"prompt_tokens": 7}}, "prompt_tokens") == 7
+    for usage in ("12", [1], None, {"prompt_tokens": -3}, {"prompt_tokens": True}):
+        assert llm._tokens({"usage": usage}, "prompt_tokens") == 0

@@ -281,7 +281,10 @@ class Engine:
     def _append(self, event: E.EventData) -> Event:
         ev = self.archive.append(event.type, E.payload(event))
         if isinstance(cid := getattr(event, "id", None), str):
-            self._newest_event_of[cid] = ev.seq
+            if isinstance(event, E.CandidateRejected | E.CandidateAbandoned):
+                self._newest_event_of.pop(cid, None)  # it will never be gated
+            else:
+                self._newest_event_of[cid] = ev.seq
         if isinstance(event, E.RunFinished | E.RunInterrupted):
             self.archive.sync()  # a session's end is durable before anyone is told
         return ev

@@ -228,8 +228,11 @@ def _in_bash(
     if any(name in env for name in taken) or not BASH_STEP.is_file():
         return None
     found = shutil.which(cmd[0], path=env.get("PATH", os.defpath))
-    if found is None or not os.path.basename(os.path.realpath(found)).startswith("bash"):
-        return None  # bash reads BASH_ENV; a shell merely named bash might not
+    system = shutil.which("bash", path=os.defpath)
+    if found is None or system is None or os.path.realpath(found) != os.path.realpath(system):
+        # the system's bash reads BASH_ENV; a program merely named bash (e.g. one written
+        # into a folder early on PATH) might not, and would run unconfined
+        return None
     steps = step_commands(limits, nproc=nproc, joins=joins, file_block=1024)
     if not steps:
         return None

@@ -586,6 +586,28 @@ def test_a_bash_script_under_the_process_sandbox_runs_the_step_itself(
         assert cmd[:2] == ["/bin/sh", "-c"] and cmd[4:] == other and "BASH_ENV" not in env
 
 
+def test_a_program_named_bash_early_on_path_gets_the_sh_step_in_front(
+    box: tuple[Mount, Path], tmp_path: Path
+) -> None:
+    """A ``bash`` planted in a folder early on PATH would not read ``BASH_ENV`` (and run
+    unconfined): only the system's bash runs the step itself; anything else gets the
+    ``sh`` step in front, as before issue 29."""
+    m, _ = box
+    planted = tmp_path / "bin"
+    planted.mkdir()
+    (planted / "bash").write_text('#!/bin/sh\nexec /bin/sh "$@"\n')
+    (planted / "bash").chmod(0o755)
+    sb = ProcessSandbox()
+    argv = ["bash", sb.view(m) + "/t.sh"]
+    lim = sandbox.Limits(memory_mb=300, pids=40, file_mb=7)
+    joins = [Path("/nonexistent-rsiframe/cgroup.procs")]
+    path = f"{planted}:{os.defpath}"
+    cmd, _, env = sb._confined(
+        argv, [m], m, {"PATH": path}, False, (), False, lim, nproc=False, joins=joins
+    )
+    assert cmd[:2] == ["/bin/sh", "-c"] and cmd[4:] == argv and "BASH_ENV" not in env
+
+
 @pytest.mark.parametrize("kind", ["bwrap", "process"])
 def test_output_cap_kills_a_flood(box: tuple[Mount, Path], kind: str) -> None:
     if kind == "bwrap" and not HAVE_BWRAP:
