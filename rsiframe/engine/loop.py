@@ -415,7 +415,7 @@ class Engine:
             try:
                 self._propose_child(d.generation)
             except RunConverged as exc:  # select's method rule: no more children; what is
-                self.sched.converged = str(exc)  # in flight is evaluated and gated first
+                self.sched.converge(str(exc))  # in flight is evaluated and gated first
         elif d.kind == "finish":
             return self._finish(d.state, d.reason)
         else:

@@ -67,6 +67,11 @@ class Scheduler:
     def generational(self) -> bool:
         return self.recipe.concurrency.mode == "generational"
 
+    def converge(self, reason: str) -> None:
+        """Select ended the search (SearchConverged): propose nothing more; the run ends
+        ``finished`` with ``reason`` once what is in flight is evaluated and gated."""
+        self.converged = reason
+
     def stop(self, grace: float) -> None:
         """Start nothing new; wait up to ``grace`` seconds for work in flight, then kill it."""
         self.stopping = True
