@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from rsiframe.certs.keys import key_dir
-from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, ToolCall
+from rsiframe.gateway.stub import Answer, Script, StubLLM, ToolCall
 from tests.support.cli import cli, events, status_json
+from tests.support.gateway import serving
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
@@ -70,14 +71,8 @@ def _agent_answers() -> list[Answer]:
 
 def _stub(first: list[Answer], monkeypatch: pytest.MonkeyPatch) -> Iterator[StubLLM]:
     script = Script(answers=[*first, *_agent_answers()], default=Answer(content="done"))
-    s = StubLLM(script)
-    srv = ServerThread(s.app).start()
-    monkeypatch.setenv("LLM_BASE_URL", srv.url)
-    monkeypatch.setenv("LLM_API_KEY", "provider-secret-key")
-    try:
+    with serving(monkeypatch, script, key="provider-secret-key") as s:
         yield s
-    finally:
-        srv.stop()
 
 
 def _run(

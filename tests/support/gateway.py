@@ -20,13 +20,15 @@ MSG = [{"role": "user", "content": "please fix the function"}]
 
 
 @contextlib.contextmanager
-def serving(monkeypatch: pytest.MonkeyPatch, script: Script) -> Iterator[StubLLM]:
+def serving(
+    monkeypatch: pytest.MonkeyPatch, script: Script, key: str = "stub-key"
+) -> Iterator[StubLLM]:
     """The stub model on a local port for ``script``, named by LLM_BASE_URL and LLM_API_KEY
-    (what the method recipes read), stopped afterwards."""
+    (``key``; what the method recipes read), stopped afterwards."""
     stub = StubLLM(script)
     srv = ServerThread(stub.app).start()
     monkeypatch.setenv("LLM_BASE_URL", srv.url)
-    monkeypatch.setenv("LLM_API_KEY", "stub-key")
+    monkeypatch.setenv("LLM_API_KEY", key)
     try:
         yield stub
     finally:
