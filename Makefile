@@ -20,21 +20,26 @@ quickstart: setup sandbox
 	$(BIN)/rsiframe run $(QUICKSTART)
 	@echo "the rsiframe commands are in $(VENV)/bin: source $(VENV)/bin/activate first (README, Next: four things to do)"
 
+# two workers (pytest-xdist), a test file per worker at a time (tests/conftest.py: files
+# that share a resource run in one group); TEST_WORKERS=0 runs them in this process
+TEST_WORKERS ?= 2
+PYTEST = $(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 test: setup sandbox
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 # the tests that make a mini project where candidates in flight matter, with 4 in flight in
 # its recipe (generational mode); the rest run as in `make test` (tests/conftest.py)
 test-k4: setup sandbox
-	RSIFRAME_TEST_CANDIDATES=4 $(BIN)/python -m pytest -q
+	RSIFRAME_TEST_CANDIDATES=4 $(PYTEST)
 
 # every e2e test is in tests/e2e/ (tests/project/test_layout.py); the self-test's scenarios
 # are left to `make selftest`
 test-e2e: setup sandbox
-	$(BIN)/python -m pytest -q --durations=15 tests/e2e -m 'e2e and not selftest'
+	$(PYTEST) --durations=15 tests/e2e -m 'e2e and not selftest'
 
 selftest: setup sandbox
-	$(BIN)/rsiframe selftest integrity
+	$(BIN)/rsiframe selftest integrity -j 2
 
 bench: setup sandbox
 	$(BIN)/python bench/overhead.py

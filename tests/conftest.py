@@ -122,10 +122,44 @@ def _in_flight_matters(item: pytest.Item, cache: dict[object, bool]) -> bool:
     return folder in CONCURRENT and _uses_minis(item, cache)
 
 
+#: test files that share something outside their tmp folders, run by one worker in turn
+#: under ``pytest -n`` (``--dist loadgroup``): Ray finds "the cluster `ray start` left on
+#: this host", so a local Ray and a two-node cluster must not overlap
+SHARED = {"ray": ("tests/e2e/test_ray.py", "tests/e2e/test_ray_cluster.py")}
+
+#: the slowest files first (``make test-e2e --durations``), so the two workers finish together
+SLOW_FIRST = (
+    "tests/e2e/test_quickstart.py",
+    "tests/e2e/test_concurrency.py",
+    "tests/e2e/test_ablate_grid.py",
+    "tests/e2e/test_taskaudit.py",
+    "tests/e2e/test_first_hour.py",
+)
+
+
+def _group(item: pytest.Item) -> str:
+    """A test's worker group under ``pytest -n``: its file (module fixtures are built once),
+    or the :data:`SHARED` group its file is in."""
+    path = Path(str(item.fspath)).relative_to(Path(__file__).parent.parent).as_posix()
+    return next((name for name, files in SHARED.items() if path in files), path)
+
+
+def _order(item: pytest.Item) -> int:
+    path = Path(str(item.fspath)).relative_to(Path(__file__).parent.parent).as_posix()
+    return SLOW_FIRST.index(path) if path in SLOW_FIRST else len(SLOW_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker names the groups in the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``make test-k4`` (``RSIFRAME_TEST_CANDIDATES=4``) runs only the tests whose runs it
-    changes where candidates in flight matter (:data:`CONCURRENT`): those that make a mini
-    project (its recipe gets the concurrency); the rest would run as in ``make test``."""
+    """Under ``pytest -n N --dist loadgroup`` (``make test``) every test is in its file's
+    worker group, slow files first. ``make test-k4`` (``RSIFRAME_TEST_CANDIDATES=4``) runs
+    only the tests whose runs it changes where candidates in flight matter
+    (:data:`CONCURRENT`): those that make a mini project (its recipe gets the concurrency);
+    the rest would run as in ``make test``."""
+    if config.getoption("dist", "no") == "loadgroup":
+        items.sort(key=_order)  # stable: the files' own order otherwise
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
     if not os.environ.get("RSIFRAME_TEST_CANDIDATES"):
         return
     cache: dict[object, bool] = {}

@@ -75,6 +75,14 @@ def selftest() -> None:
     default=None,
     help="the experiment's concurrency.mode (steady is not deterministic)",
 )
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 16),
+    default=1,
+    show_default=True,
+    help="trials run at a time, each in a process of its own (CI runs 2 on 2 cores)",
+)
 @click.option("--list", "list_only", is_flag=True, help="list the scenarios and exit")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @friendly
@@ -86,6 +94,7 @@ def selftest_integrity(
     engine: str,
     candidates: int | None,
     mode: str | None,
+    jobs: int,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -127,6 +136,7 @@ def selftest_integrity(
         engine=engine,
         concurrency=concurrency if candidates or mode else None,
         on_trial=on_trial,
+        jobs=jobs,
     )
     if as_json:
         print_json(report.model_dump(mode="json"))

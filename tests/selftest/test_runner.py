@@ -130,3 +130,39 @@ def test_two_attacking_victims_make_two_trees(tmp_path: Path) -> None:
         configs.append((work / "config.yaml").read_text())
     assert configs[0] != configs[1]
     assert all(c.startswith("level: 0\n") for c in configs)
+
+
+def test_trials_in_processes_of_their_own_report_as_one_at_a_time() -> None:
+    """``--jobs 2``: each trial in a process of its own, reported per scenario in order,
+    with the seeds one at a time would give them (two of the quickest scenarios)."""
+    from rsiframe.selftest.runner import run_selftest, trial_seed
+
+    names = ["yaml_bomb", "gitmodules"]
+    seen: list[tuple[str, int, int, bool]] = []
+    report = run_selftest(
+        1, names, seed=7, jobs=2, on_trial=lambda n, r: seen.append((n, r.trial, r.seed, r.passed))
+    )
+    assert sorted(seen) == sorted((n, 0, trial_seed(7, n, 0), True) for n in names)
+    assert [(s.name, s.trials, s.passed) for s in report.scenarios] == [
+        ("yaml_bomb", 1, 1),
+        ("gitmodules", 1, 1),
+    ]
+    assert report.ok and report.seed == 7
+
+
+def test_a_protection_switched_off_reaches_the_trials_processes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fault switch travels in the environment, so a trial in its own process sees it."""
+    from rsiframe.selftest.runner import run_selftest
+    from rsiframe.util import faults
+
+    monkeypatch.setenv(
+        "RSIFRAME_FAULT", "off:cache_mac"
+    )  # as `RSIFRAME_FAULT=... rsiframe selftest`
+    monkeypatch.setattr(faults, "_SPEC", faults._parse())
+    report = run_selftest(1, ["cache_edited_model"], seed=1, jobs=2)
+    assert report.protections_off == ["cache_mac"]
+    [scenario] = report.scenarios
+    assert scenario.failed == 1
+    assert any("was reused" in p for p in scenario.failures[0].problems)
