@@ -183,6 +183,8 @@ def pair_cells(p: Pair) -> list[str]:
     pv = f"{p.test.p:.3g}" if shown and p.test is not None else "—"
     ph = f"{p.p_holm:.3g}" if shown and p.p_holm is not None else "—"
     within = "—" if p.equivalence is None else f"within ±{p.equivalence:.3f}"
+    if p.equivalence is None and p.verdict in ("cannot_tell", "not_significant"):
+        within = "none (CI width 0)"
     return [p.a, p.b, diff, pv, ph, p.reads(), within, p.design]
 
 

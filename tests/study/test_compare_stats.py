@@ -311,3 +311,15 @@ def test_the_equivalence_bound_is_the_far_end_of_a_one_sided_ci() -> None:
     judge([p])
     assert p.verdict == "cannot_tell" and p.diff is not None and p.diff.hi <= 0
     assert p.equivalence == -p.diff.lo >= 2 / 12
+
+
+def test_a_ci_of_no_width_gives_no_equivalence_bound() -> None:
+    from rsiframe.study.compare_stats import judge, pair
+    from rsiframe.study.compare_text import pair_cells
+
+    # one run each, tied on every task: the bootstrap CI is [0, 0], which is no evidence
+    # that the methods are equal, so no bound is claimed
+    p = pair("a", [scored(0, 3, tasks=4)], "b", [scored(0, 3, tasks=4)])
+    judge([p])
+    assert p.verdict == "cannot_tell" and p.diff is not None and p.diff.lo == p.diff.hi == 0
+    assert p.equivalence is None and pair_cells(p)[6] == "none (CI width 0)"
