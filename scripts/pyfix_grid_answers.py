@@ -130,6 +130,11 @@ HEADER = """\
 #   'Be brief: answer in one word.'        breaks every task
 #   'Never run the tests.'                 breaks mean
 #   five neutral lines                      no effect
+# A task is keyed by "The function `NAME`", which only the 'fix' tasks' instructions say;
+# a 'write' task ("Implement the function ...": caesar, is_prime, balanced,
+# longest_common_prefix, fib, digit_sum, to_binary) is never solved, whatever the prompt.
+# The grid of docs/methods-comparison.md ran with exactly this script (in its split only
+# the sealed task caesar is such a task).
 # Every mutator (llm_edit, OpenEvolve's and Shinka's prompts, DGM's self-improving agent)
 # proposes one of these 12 lines per child, appended to prompt.md: the stub's `variants`,
 # picked by a hash of the prompt and of how often this prompt was asked (deterministic for
