@@ -240,3 +240,26 @@ def test_embeddings_are_deterministic_unit_vectors_or_one_vector_when_scripted_s
         assert r.data[0].embedding == r.data[1].embedding
     finally:
         srv.stop()
+
+
+def test_the_pyfix_grid_script_unlocks_a_family_only_with_its_line() -> None:
+    script = Script.load(Path(__file__).parents[2] / "recipes/stub/pyfix-grid-answers.yaml")
+    stub = StubLLM(script)
+
+    def solves(name: str, *lines: str) -> bool:
+        prompt = "\n".join([f"The function `{name}` in `/app/{name}.py` has a bug.", *lines])
+        answer = stub.next_answer(prompt)
+        return answer is not None and f"def {name}(" in answer.content
+
+    clamp, case = "Clamp with care: check every bound.", "Mind case and characters."
+    empty, trade = "Handle the empty input first.", "Answer with the fenced block only."
+    assert solves("mean") and not solves("clamp") and solves("clamp", clamp)
+    assert solves("count_vowels", case) and not solves("count_vowels", clamp)
+    assert not solves("dedupe", empty) and solves("dedupe", empty, clamp)  # needs both
+    assert solves("factorial", trade) and not solves("mean", trade)  # a trade-off
+    assert not solves("count_vowels", case, trade)
+    assert not solves("mean", "Be brief: answer in one word.")
+    assert not solves("mean", "Never run the tests.") and solves("mean", "Think step by step.")
+    # every mutator proposes one of the 12 lines, varying between calls
+    said = {stub.next_answer("Propose ONE focused change").content for _ in range(40)}
+    assert len(said) > 6 and all(">>>>>>> REPLACE" in s for s in said)
