@@ -16,7 +16,12 @@ Each answer is a mapping:
 - ``malformed: true``: a 200 whose body is not JSON;
 - ``delay_s: S``: wait before answering (a client timeout);
 - ``chunk_delay_s: S``: with ``stream``, wait between chunks (a slow stream);
-- ``when: TEXT``: only used when the request's last message contains TEXT;
+- ``when: TEXT``: only used when the request's last message contains TEXT; a list of
+  texts: only when it contains every one of them;
+- ``variants: [{content, tool_calls}, ...]``: the answer's content and tool calls are one
+  of these, picked by a hash of the last message and of how many times this answer has
+  already answered that same message (a sampled model: the k-th request with the same
+  prompt may get another variant; the same sequence of requests gets the same answers);
 - ``model: NAME``: only used when the request names this (upstream) model;
 - ``fill: true``: the answer runs to the request's output limit (``max_tokens``,
   ``max_completion_tokens``, ``max_output_tokens``), or :data:`OWN_LIMIT` tokens without one;
@@ -83,17 +88,26 @@ class ToolCall(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class Variant(BaseModel):
+    """One of an answer's ``variants``: what the answer says when it is picked."""
+
+    model_config = ConfigDict(extra="forbid")
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
 class Answer(BaseModel):
     """One scripted answer (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid")
     content: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    variants: list[Variant] = Field(default_factory=list)
     status: int = 200
     malformed: bool = False
     delay_s: float = Field(0.0, ge=0)
     chunk_delay_s: float = Field(0.0, ge=0)
-    when: str | None = None
+    when: str | list[str] | None = None
     model: str | None = None
     fill: bool = False
     tokens: int | None = Field(None, ge=1)
@@ -221,6 +235,7 @@ class StubLLM:
         self.requests: list[dict[str, Any]] = []  # every body received, in order
         self.auth: list[str] = []  # the Authorization (or x-api-key) header of each
         self._lock = threading.Lock()
+        self._seen: dict[tuple[int, str], int] = {}  # (answer, message) -> times answered
         self.app = Starlette(
             routes=[
                 Route("/v1/models", self._models, methods=["GET"]),
@@ -236,11 +251,23 @@ class StubLLM:
     def next_answer(self, last: str, model: str = "") -> Answer | None:
         with self._lock:
             for i, a in enumerate(self.remaining):
-                if (a.when is None or a.when in last) and a.model in (None, model):
+                if _matches(a.when, last) and a.model in (None, model):
                     if not a.repeat:
                         del self.remaining[i]
-                    return a
+                    return self._variant(a, last)
             return self.script.default
+
+    def _variant(self, answer: Answer, last: str) -> Answer:
+        """``answer`` itself, or (with ``variants``) the variant this request picks: a
+        hash of the message and of how often this answer has answered it before."""
+        if not answer.variants:
+            return answer
+        key = (id(answer), last)
+        seen = self._seen.get(key, 0)
+        self._seen[key] = seen + 1
+        digest = hashlib.sha256(f"{seen}\n{last}".encode()).digest()
+        pick = answer.variants[int.from_bytes(digest[:8], "big") % len(answer.variants)]
+        return answer.model_copy(update={"content": pick.content, "tool_calls": pick.tool_calls})
 
     # -- handlers -------------------------------------------------------------------
 
@@ -447,6 +474,13 @@ class StubLLM:
 
 #: what the stub answers the models' check with (see the module)
 CHECK_ANSWER = Answer(content="ok")
+
+
+def _matches(when: str | list[str] | None, last: str) -> bool:
+    """Whether an answer's ``when`` (none, one text, or texts all required) fits ``last``."""
+    if when is None:
+        return True
+    return all(w in last for w in ([when] if isinstance(when, str) else when))
 
 
 def _is_check(body: Any) -> bool:

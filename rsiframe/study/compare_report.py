@@ -56,6 +56,8 @@ class PairOut(_Out):
     exact: bool | None
     verdict: str  # a_better | b_better | not_significant | cannot_tell | no_data
     reads: str
+    # no difference found: the largest |A - B| inside the 95 % CI of the difference
+    equivalence_bound: float | None
     plan: PlanOut
 
 
@@ -165,6 +167,7 @@ def _pair_out(p: Pair) -> PairOut:
         exact=t.exact if t else None,
         verdict=p.verdict,
         reads=p.reads(),
+        equivalence_bound=p.equivalence,
         plan=PlanOut(
             runs_per_method=p.plan.runs,
             difference=p.plan.difference,

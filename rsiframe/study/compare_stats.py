@@ -66,6 +66,18 @@ class Pair:
     p_holm: float | None = None
     verdict: str = "no_data"  # no_data | cannot_tell | a_better | b_better | not_significant
 
+    @property
+    def equivalence(self) -> float | None:
+        """Where no difference was found (``cannot_tell``, ``not_significant``): the
+        largest |A - B| the 95 % CI of the difference still allows, so a null result says
+        how large a difference these data rule out; None otherwise, and when the CI has no
+        width (every resample tied: a handful of tied tasks, no evidence of equality)."""
+        if self.diff is None or self.verdict not in ("cannot_tell", "not_significant"):
+            return None
+        if self.diff.hi - self.diff.lo <= 0:
+            return None
+        return max(abs(self.diff.lo), abs(self.diff.hi))
+
     def reads(self) -> str:
         """The verdict in words."""
         if self.test is None:
@@ -196,7 +208,10 @@ def pairs_line(pairs: list[Pair], alpha: float = ALPHA) -> str:
         f"pairs: A - B on {PAIR_SPLIT}; p: two-sided permutation test, exact at small n (sign "
         "flips over seeds when both ran the same seeds, over tasks when a method has one "
         f"run), on these tasks; Holm-corrected across {tested} pair(s), alpha = {alpha}; "
-        f"'cannot tell': no outcome of so few runs could reach p <= {alpha}"
+        f"'cannot tell': no outcome of so few runs could reach p <= {alpha}; 'within "
+        "+-X' (where no difference was found): X is the largest |A - B| inside the 95 % CI "
+        "of the difference, so these data put any true difference on these tasks within "
+        "+-X (a wide X says the data cannot rule much out; none when the CI has no width)"
     )
 
 

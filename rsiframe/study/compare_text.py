@@ -163,7 +163,16 @@ def model_calls_cell(m: Method) -> str:
     return f"{calls:.4g}" + (f", {cached:.4g} from cache" if cached else "")
 
 
-PAIR_COLUMNS = ("A", "B", "A - B sealed [95 % CI]", "p", "p Holm", "verdict", "test")
+PAIR_COLUMNS = (
+    "A",
+    "B",
+    "A - B sealed [95 % CI]",
+    "p",
+    "p Holm",
+    "verdict",
+    "equivalence",
+    "test",
+)
 
 
 def pair_cells(p: Pair) -> list[str]:
@@ -173,7 +182,10 @@ def pair_cells(p: Pair) -> list[str]:
     shown = p.test is not None and p.verdict != "cannot_tell"
     pv = f"{p.test.p:.3g}" if shown and p.test is not None else "—"
     ph = f"{p.p_holm:.3g}" if shown and p.p_holm is not None else "—"
-    return [p.a, p.b, diff, pv, ph, p.reads(), p.design]
+    within = "—" if p.equivalence is None else f"within ±{p.equivalence:.3f}"
+    if p.equivalence is None and p.verdict in ("cannot_tell", "not_significant"):
+        within = "none (CI width 0)"
+    return [p.a, p.b, diff, pv, ph, p.reads(), within, p.design]
 
 
 def pairs_table(report: Comparison) -> Table:

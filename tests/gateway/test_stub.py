@@ -11,7 +11,15 @@ import httpx
 import openai
 import pytest
 
-from rsiframe.gateway.stub import Answer, Script, ServerThread, StubLLM, count_tokens
+from rsiframe.gateway.stub import (
+    Answer,
+    Script,
+    ServerThread,
+    StubLLM,
+    ToolCall,
+    Variant,
+    count_tokens,
+)
 
 MSG = [{"role": "user", "content": "fix the bug"}]
 
@@ -62,6 +70,48 @@ def test_when_picks_by_last_message_and_repeat_is_not_consumed() -> None:
         assert ask("task b") == "any"
     finally:
         srv.stop()
+
+
+def test_a_list_of_whens_needs_every_text_in_the_last_message() -> None:
+    both = Answer(content="both", when=["task b", "with care"], repeat=True)
+    _stub, srv = _serve(both, Answer(content="other", repeat=True))
+    try:
+        c = _client(srv)
+
+        def ask(text: str) -> str | None:
+            msgs = [{"role": "user", "content": text}]
+            return c.chat.completions.create(model="m", messages=msgs).choices[0].message.content
+
+        assert ask("task b") == "other"
+        assert ask("with care") == "other"
+        assert ask("task b, with care") == "both"
+    finally:
+        srv.stop()
+
+
+def test_variants_are_picked_from_the_message_and_its_count_the_same_way_twice() -> None:
+    variants = [Variant(content=f"v{i}") for i in range(8)]
+    tool = Variant(tool_calls=[ToolCall(name="run", arguments={"command": "ls"})])
+
+    def answers(stub_variants: list[Variant]) -> list[tuple[str, int]]:
+        answer = Answer(when="propose", repeat=True, variants=stub_variants)
+        _stub, srv = _serve(answer)
+        try:
+            c = _client(srv)
+            out = []
+            for text in ["propose a", "propose a", "propose b", "propose a", "propose b"] * 3:
+                msgs = [{"role": "user", "content": text}]
+                msg = c.chat.completions.create(model="m", messages=msgs).choices[0].message
+                out.append((msg.content or "", len(msg.tool_calls or [])))
+            return out
+        finally:
+            srv.stop()
+
+    first = answers(variants)
+    assert first == answers(variants)  # a fresh stub, the same requests: the same answers
+    said = [text for text, _ in first]
+    assert len(set(said)) > 2  # the same prompt asked again gets other variants
+    assert answers([tool]) == [("", 1)] * 15  # a variant's tool calls are answered
 
 
 def test_scripted_errors_malformed_and_timeouts() -> None:
@@ -190,3 +240,26 @@ def test_embeddings_are_deterministic_unit_vectors_or_one_vector_when_scripted_s
         assert r.data[0].embedding == r.data[1].embedding
     finally:
         srv.stop()
+
+
+def test_the_pyfix_grid_script_unlocks_a_family_only_with_its_line() -> None:
+    script = Script.load(Path(__file__).parents[2] / "recipes/stub/pyfix-grid-answers.yaml")
+    stub = StubLLM(script)
+
+    def solves(name: str, *lines: str) -> bool:
+        prompt = "\n".join([f"The function `{name}` in `/app/{name}.py` has a bug.", *lines])
+        answer = stub.next_answer(prompt)
+        return answer is not None and f"def {name}(" in answer.content
+
+    clamp, case = "Clamp with care: check every bound.", "Mind case and characters."
+    empty, trade = "Handle the empty input first.", "Answer with the fenced block only."
+    assert solves("mean") and not solves("clamp") and solves("clamp", clamp)
+    assert solves("count_vowels", case) and not solves("count_vowels", clamp)
+    assert not solves("dedupe", empty) and solves("dedupe", empty, clamp)  # needs both
+    assert solves("factorial", trade) and not solves("mean", trade)  # a trade-off
+    assert not solves("count_vowels", case, trade)
+    assert not solves("mean", "Be brief: answer in one word.")
+    assert not solves("mean", "Never run the tests.") and solves("mean", "Think step by step.")
+    # every mutator proposes one of the 12 lines, varying between calls
+    said = {stub.next_answer("Propose ONE focused change").content for _ in range(40)}
+    assert len(said) > 6 and all(">>>>>>> REPLACE" in s for s in said)

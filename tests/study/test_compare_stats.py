@@ -279,3 +279,47 @@ def test_unpaired_runs_and_a_single_run() -> None:
     assert (one.test.units, one.test.differ) == (12, 2)
     assert one.reads() == "cannot tell with one run (12 tasks, 2 differ)"
     assert "has one run" in one.plan.line
+
+
+def test_a_null_result_carries_the_largest_difference_its_ci_allows() -> None:
+    from rsiframe.study.compare_report import _pair_out
+    from rsiframe.study.compare_stats import judge, pair
+    from rsiframe.study.compare_text import pair_cells
+
+    a = [scored(s, n) for s, n in enumerate((8, 6, 7))]
+    b = [scored(s, n) for s, n in enumerate((7, 7, 6))]
+    p = pair("a", a, "b", b)
+    judge([p])
+    assert p.verdict == "cannot_tell" and p.diff is not None
+    bound = max(-p.diff.lo, p.diff.hi)
+    assert p.diff.lo < 0 < p.diff.hi and p.equivalence == bound > 0
+    assert f"within ±{bound:.3f}" in pair_cells(p)
+    assert _pair_out(p).equivalence_bound == bound
+    # a difference that was found has no equivalence bound
+    clear = pair("up", [scored(s, 9) for s in range(8)], "base", [scored(s, 6) for s in range(8)])
+    judge([clear])
+    assert clear.verdict == "a_better" and clear.equivalence is None
+    assert pair_cells(clear)[6] == "—" and _pair_out(clear).equivalence_bound is None
+
+
+def test_the_equivalence_bound_is_the_far_end_of_a_one_sided_ci() -> None:
+    from rsiframe.study.compare_stats import judge, pair
+
+    a = [scored(s, 6) for s in range(3)]
+    b = [scored(s, 8) for s in range(3)]  # b ahead by 2/12 in every seed
+    p = pair("a", a, "b", b)
+    judge([p])
+    assert p.verdict == "cannot_tell" and p.diff is not None and p.diff.hi <= 0
+    assert p.equivalence == -p.diff.lo >= 2 / 12
+
+
+def test_a_ci_of_no_width_gives_no_equivalence_bound() -> None:
+    from rsiframe.study.compare_stats import judge, pair
+    from rsiframe.study.compare_text import pair_cells
+
+    # one run each, tied on every task: the bootstrap CI is [0, 0], which is no evidence
+    # that the methods are equal, so no bound is claimed
+    p = pair("a", [scored(0, 3, tasks=4)], "b", [scored(0, 3, tasks=4)])
+    judge([p])
+    assert p.verdict == "cannot_tell" and p.diff is not None and p.diff.lo == p.diff.hi == 0
+    assert p.equivalence is None and pair_cells(p)[6] == "none (CI width 0)"

@@ -97,3 +97,69 @@ def test_the_readme_grid_file_plans_on_a_target(tmp_path: Path) -> None:
     ]
     assert len(grid.cells()) == 15
     assert "budget.max_task_runs=400" in grid.cells()[0].sets
+
+
+PYFIX_GRID = REPO / "recipes" / "pyfix" / "grid.yaml"
+POLICIES = {"hill_climb", "gepa-policy", "dgm-policy", "islands-policy"}
+OWN_MUTATOR = {"dgm", "openevolve", "shinka"}
+SHARED_MUTATOR = POLICIES | {f"{m}-shared" for m in OWN_MUTATOR}
+
+
+def _pyfix_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict]:
+    """Every cell of the pyfix methods grid, resolved as ``ablate`` resolves it."""
+    from rsiframe.recipe import load as recipe_mod
+    from rsiframe.study.ablate import plan_grid_file
+
+    monkeypatch.setenv("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LLM_API_KEY", "stub")
+    grid = plan_grid_file(PYFIX_GRID, None, [], None, tmp_path / "grid")
+    recipe = Path(grid.spec.recipe)
+    return {
+        c.name: recipe_mod.load(recipe, c.sets, method=c.method).data
+        for c in grid.cells()
+        if c.repeat == 0
+    }
+
+
+def test_the_pyfix_methods_grid_gives_every_cell_the_same_budget_and_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cells = _pyfix_cells(tmp_path, monkeypatch)
+    assert set(cells) == SHARED_MUTATOR | OWN_MUTATOR
+    budgets = {name: data["budget"] for name, data in cells.items()}
+    first = budgets["hill_climb"]
+    assert first["max_task_runs"] == 100 and first["max_model_tokens"] == 400000
+    assert first["max_candidates"] is None and first["max_evaluations"] is None
+    drifted = {name: b for name, b in budgets.items() if b != first}
+    assert not drifted, f"budgets differ from hill_climb's {first}: {drifted}"
+    splits = {name: data["tasks"]["split"] for name, data in cells.items()}
+    assert all(s == splits["hill_climb"] for s in splits.values())
+    assert {d["evaluator"]["config"]["concurrency"] for d in cells.values()} == {3}
+
+
+def test_the_pyfix_methods_grid_separates_policy_from_mutator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cells = _pyfix_cells(tmp_path, monkeypatch)
+    select = {name: data["slots"]["select"]["operator"] for name, data in cells.items()}
+    mutate = {name: data["slots"]["mutate"]["operator"] for name, data in cells.items()}
+    # four policies around one mutator, with the target's llm_edit config
+    assert {mutate[n] for n in SHARED_MUTATOR} == {"llm_edit"}
+    configs = [cells[n]["slots"]["mutate"]["config"] for n in SHARED_MUTATOR]
+    assert all(
+        (c["model"], c["temperature"], c["max_tokens"]) == ("proposer", 0.8, 2048) for c in configs
+    )
+    assert len({select[n] for n in POLICIES}) == 4
+    # each method with its own mutator beside the same method with the shared one: the
+    # pair differs in the mutate slot only
+    own = {"dgm": "agent_cli", "openevolve": "openevolve_edit", "shinka": "ucb_edit"}
+    for method, mutator in own.items():
+        mine, shared = cells[method], cells[f"{method}-shared"]
+        assert mutate[method] == mutator
+        rest = ("slots", "name")  # the cells' run names differ too
+        assert {k: v for k, v in mine.items() if k not in rest} == {
+            k: v for k, v in shared.items() if k not in rest
+        }
+        assert {k: v for k, v in mine["slots"].items() if k != "mutate"} == {
+            k: v for k, v in shared["slots"].items() if k != "mutate"
+        }
