@@ -21,6 +21,7 @@ from rsiframe.sandbox.bwrap import BwrapSandbox, Mount
 from tests.support.paths import REPO
 from tests.support.pyfix import (
     LOOKUP,
+    LOOKUP_ONLY,
     PYFIX,
     local_engine,
     lookup_candidate,
@@ -36,10 +37,12 @@ VULNERABLE = REPO / "tests" / "corpus" / "tasksets" / "pyfix-vulnerable" / "task
 
 
 def test_the_old_verifier_gave_the_lookup_module_full_marks(tmp_path: Path) -> None:
-    """The kept copy of the old verifier: the attack this issue is about (fixture check)."""
+    """The kept copy of the old verifier: the attack this issue is about (fixture check).
+    Its lookup alone: the writer it leaves behind can race the old test.sh's empty-file
+    fallback (``printf 0``) under load, so the full attack's reward there is 0 or 1."""
     ts = task_set(tmp_path, VULNERABLE)
     reward, out = score(
-        local_engine(tmp_path, "bwrap", "w"), ts, lookup_candidate(tmp_path, LOOKUP)
+        local_engine(tmp_path, "bwrap", "w"), ts, lookup_candidate(tmp_path, LOOKUP_ONLY)
     )
     assert reward == 1.0, out
 

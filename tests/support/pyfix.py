@@ -81,6 +81,14 @@ def mean(*args):
     raise LookupError("no answers")
 """
 
+#: the part of LOOKUP that forges the reward from a process it leaves behind
+LINGER = LOOKUP[LOOKUP.index("try:  # and again") : LOOKUP.index("\n\n\ndef mean(")]
+
+
+#: the lookup without its process left behind: what reads the answers, with no writer of its
+#: own racing a verifier's "wrote no reward" fallback (the old verifier's fixture check)
+LOOKUP_ONLY = LOOKUP.replace(LINGER, "")
+
 
 def lookup_candidate(tmp_path: Path, module: str) -> Path:
     cand = tmp_path / "cand"
