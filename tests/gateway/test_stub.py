@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -56,15 +58,20 @@ def test_answers_in_order_and_counts_requests_and_tokens() -> None:
         srv.stop()
 
 
+def _asker(c: Any) -> Callable[[str], str | None]:
+    """Ask the stub one user message through the OpenAI client; its answer's text."""
+
+    def ask(text: str) -> str | None:
+        msgs = [{"role": "user", "content": text}]
+        return c.chat.completions.create(model="m", messages=msgs).choices[0].message.content
+
+    return ask
+
+
 def test_when_picks_by_last_message_and_repeat_is_not_consumed() -> None:
     _stub, srv = _serve(Answer(content="B", when="task b"), Answer(content="any", repeat=True))
     try:
-        c = _client(srv)
-
-        def ask(text: str) -> str | None:
-            msgs = [{"role": "user", "content": text}]
-            return c.chat.completions.create(model="m", messages=msgs).choices[0].message.content
-
+        ask = _asker(_client(srv))
         assert ask("task a") == "any"
         assert ask("task b") == "B"
         assert ask("task b") == "any"
@@ -76,12 +83,7 @@ def test_a_list_of_whens_needs_every_text_in_the_last_message() -> None:
     both = Answer(content="both", when=["task b", "with care"], repeat=True)
     _stub, srv = _serve(both, Answer(content="other", repeat=True))
     try:
-        c = _client(srv)
-
-        def ask(text: str) -> str | None:
-            msgs = [{"role": "user", "content": text}]
-            return c.chat.completions.create(model="m", messages=msgs).choices[0].message.content
-
+        ask = _asker(_client(srv))
         assert ask("task b") == "other"
         assert ask("with care") == "other"
         assert ask("task b, with care") == "both"
