@@ -131,21 +131,26 @@ SHARED = {"ray": ("tests/e2e/test_ray.py", "tests/e2e/test_ray_cluster.py")}
 SLOW_FIRST = (
     "tests/e2e/test_quickstart.py",
     "tests/e2e/test_concurrency.py",
-    "tests/e2e/test_ablate_grid.py",
+    "tests/e2e/test_ablate.py",
     "tests/e2e/test_taskaudit.py",
     "tests/e2e/test_first_hour.py",
 )
 
 
+def _file(item: pytest.Item) -> str:
+    """The test's file, as the tables above name it."""
+    return Path(str(item.fspath)).relative_to(Path(__file__).parent.parent).as_posix()
+
+
 def _group(item: pytest.Item) -> str:
     """A test's worker group under ``pytest -n``: its file (module fixtures are built once),
     or the :data:`SHARED` group its file is in."""
-    path = Path(str(item.fspath)).relative_to(Path(__file__).parent.parent).as_posix()
+    path = _file(item)
     return next((name for name, files in SHARED.items() if path in files), path)
 
 
 def _order(item: pytest.Item) -> int:
-    path = Path(str(item.fspath)).relative_to(Path(__file__).parent.parent).as_posix()
+    path = _file(item)
     return SLOW_FIRST.index(path) if path in SLOW_FIRST else len(SLOW_FIRST)
 
 

@@ -116,14 +116,7 @@ def run_selftest(
     base = seed if seed is not None else random.SystemRandom().randrange(2**31)
     start = time.perf_counter()
     work = [
-        (
-            name,
-            i,
-            random.Random(f"{base}:{name}:{i}").randrange(2**31),
-            sandbox,
-            engine,
-            concurrency,
-        )
+        (name, i, trial_seed(base, name, i), sandbox, engine, concurrency)
         for name in names
         for i in range(trials)
     ]
