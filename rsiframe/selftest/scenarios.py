@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import json
+import random
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -34,14 +36,29 @@ from rsiframe.selftest.common import (
 )
 from rsiframe.selftest.experiment import NEEDS, SPLIT, Experiment, build, folder_digest
 from rsiframe.util.digest import canonical_json, sha256_bytes
+from rsiframe.util.faults import times_reached
 
 # -- judging ----------------------------------------------------------------------------
 
 
-def _crash_then_resume(exp: Experiment, fault: str) -> list[str]:
+def _crash(exp: Experiment, fault: str, rng: random.Random) -> tuple[str, int]:
+    """Run with ``fault`` (``kind:point:n``). A run that reached the point fewer than n
+    times (its children were duplicates, so never evaluated) is an infeasible draw, not a
+    failure: it runs again from scratch, n drawn among the times that run reached it."""
     killed = exp.run(fault=fault)
-    if killed.returncode != KILLED:
-        return [f"{fault}: the fault never fired (exit {killed.returncode})"]
+    reached = times_reached(killed.stderr) if killed.returncode == 0 else None
+    head, _, n = fault.rpartition(":")
+    if reached and reached < int(n):
+        shutil.rmtree(exp.run_dir)
+        fault = f"{head}:{rng.randint(1, reached)}"
+        killed = exp.run(fault=fault)
+    return fault, killed.returncode
+
+
+def _crash_then_resume(exp: Experiment, fault: str, rng: random.Random) -> list[str]:
+    fault, code = _crash(exp, fault, rng)
+    if code != KILLED:
+        return [f"{fault}: the fault never fired (exit {code})"]
     before = (exp.run_dir / "events.jsonl").read_bytes()
     torn = before[before.rfind(b"\n") + 1 :]
     problems, ok = check_exit(exp.resume(), "resume")
@@ -66,7 +83,7 @@ def kill_mutate(t: Trial) -> list[str]:
     script = {"mode": "benign", "victims": [], "level": 0} if t.rng.random() < 0.5 else None
     exp = t.experiment(**CRASH_RUN, params=script)
     fault = t.rng.choice(["kill:stage:mutate", "kill:after:rollout_done"])
-    return _crash_then_resume(exp, f"{fault}:{t.rng.randint(1, 3)}")
+    return _crash_then_resume(exp, f"{fault}:{t.rng.randint(1, 3)}", t.rng)
 
 
 def kill_evaluate(t: Trial) -> list[str]:
@@ -75,13 +92,13 @@ def kill_evaluate(t: Trial) -> list[str]:
     point, hi = t.rng.choice(
         [("stage:task", 12), ("after:task_finished", 12), ("after:evaluation_started", 6)]
     )
-    return _crash_then_resume(exp, f"kill:{point}:{t.rng.randint(1, hi)}")
+    return _crash_then_resume(exp, f"kill:{point}:{t.rng.randint(1, hi)}", t.rng)
 
 
 def kill_after_certificate(t: Trial) -> list[str]:
     """SIGKILL right after a certificate is durable, before the gate decides."""
     exp = t.experiment(**CRASH_RUN)
-    return _crash_then_resume(exp, f"kill:after:evaluation_certified:{t.rng.randint(1, 6)}")
+    return _crash_then_resume(exp, f"kill:after:evaluation_certified:{t.rng.randint(1, 6)}", t.rng)
 
 
 def kill_gate_record(t: Trial) -> list[str]:
@@ -95,7 +112,7 @@ def kill_gate_record(t: Trial) -> list[str]:
             ("after:candidate_recorded", 3),
         ]
     )
-    return _crash_then_resume(exp, f"kill:{point}:{t.rng.randint(1, hi)}")
+    return _crash_then_resume(exp, f"kill:{point}:{t.rng.randint(1, hi)}", t.rng)
 
 
 def torn_append(t: Trial) -> list[str]:
@@ -111,7 +128,7 @@ def torn_append(t: Trial) -> list[str]:
             ("candidate_recorded", 3),
         ]
     )
-    return _crash_then_resume(exp, f"torn:{event}:{t.rng.randint(1, hi)}")
+    return _crash_then_resume(exp, f"torn:{event}:{t.rng.randint(1, hi)}", t.rng)
 
 
 # -- a candidate attacks ----------------------------------------------------------------
@@ -394,9 +411,9 @@ def task_edited(t: Trial) -> list[str]:
     point = t.rng.choice(
         ["after:candidate_gated:1", "after:evaluation_certified:4", "stage:mutate:2"]
     )
-    killed = exp.run(fault=f"kill:{point}")
-    if killed.returncode != KILLED:
-        return [f"the fault never fired (exit {killed.returncode})"]
+    fault, code = _crash(exp, f"kill:{point}", t.rng)
+    if code != KILLED:
+        return [f"{fault}: the fault never fired (exit {code})"]
     split = t.rng.choice(sorted(SPLIT))
     task = t.rng.choice(SPLIT[split])
     name = t.rng.choice(["tests/test.sh", "tests/need.txt", "instruction.md", "task.toml"])

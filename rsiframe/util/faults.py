@@ -6,14 +6,20 @@ line, then die), or ``off:<protection>`` (the integrity self-test's proof that a
 catches what it claims: that one protection behaves as before its fix; see :func:`off`).
 Points are ``after:<event type>`` (right after an event is
 durable) and ``stage:<name>`` (on entering a stage: select, rollout, analyze,
-mutate, validate, novelty, evaluate, task, gate, record, reflect). Unset, every
-call here is a dictionary lookup and nothing else.
+mutate, validate, novelty, evaluate, task, gate, record, reflect). A process that
+exits with its fault unfired says so on stderr (:data:`UNFIRED`, with how often
+it reached the point), so a crash test can tell a point its run reached too few
+times (duplicate children are never evaluated) from one that never fires. Unset,
+every call here is a dictionary lookup and nothing else.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
 import signal
+import sys
 
 _counts: dict[str, int] = {}
 
@@ -28,6 +34,29 @@ def _parse() -> tuple[str, str, int] | None:
 
 
 _SPEC = _parse()
+
+#: the line a process whose kill or torn fault never fired writes on stderr as it exits
+UNFIRED = "rsiframe fault: {spec} never fired; the point was reached {n} time(s)"
+_UNFIRED = re.compile(r"rsiframe fault: \S+ never fired; the point was reached (\d+) time")
+
+
+def _say_unfired() -> None:
+    if _SPEC is None or _SPEC[0] not in ("kill", "torn"):
+        return
+    key = _SPEC[1] if _SPEC[0] == "kill" else "torn:" + _SPEC[1]
+    n = _counts.get(key, 0)
+    if n < _SPEC[2]:
+        spec = os.environ.get("RSIFRAME_FAULT", "")
+        print(UNFIRED.format(spec=spec, n=n), file=sys.stderr, flush=True)
+
+
+atexit.register(_say_unfired)
+
+
+def times_reached(stderr: str) -> int | None:
+    """How often a process's unfired fault point was reached, from its stderr (None: no line)."""
+    m = _UNFIRED.search(stderr)
+    return int(m.group(1)) if m else None
 
 
 def die() -> None:

@@ -17,6 +17,7 @@ from rsiframe.archive.log import (
     Archive,
     read_events,
 )
+from rsiframe.util.faults import times_reached
 from tests.support.eventlog import SIGNER, sign_with
 
 # -- fault injection -----------------------------------------------------------------------
@@ -90,3 +91,23 @@ def test_no_fault_runs_to_completion(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert [e.type for e in read_events(tmp_path).events] == ["start", "boom", "never"]
+
+
+@pytest.mark.parametrize("fault", ["kill:after:boom:3", "torn:boom:2"])
+def test_an_unfired_fault_says_how_often_its_point_was_reached(tmp_path: Path, fault: str) -> None:
+    proc = _run_child(tmp_path, fault)
+    assert proc.returncode == 0, proc.stderr
+    assert times_reached(proc.stderr.decode()) == 1
+    assert f"rsiframe fault: {fault} never fired" in proc.stderr.decode()
+
+
+def test_a_fired_or_absent_fault_says_nothing_at_exit(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "RSIFRAME_FAULT"}
+    quiet = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(tmp_path)], env=env, capture_output=True, timeout=60
+    )
+    assert quiet.returncode == 0 and times_reached(quiet.stderr.decode()) is None
+    (tmp_path / "again").mkdir()
+    fired = _run_child(tmp_path / "again", "kill:after:boom")
+    assert fired.returncode == -signal.SIGKILL
+    assert times_reached(fired.stderr.decode()) is None
