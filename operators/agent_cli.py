@@ -10,8 +10,10 @@ mounted and exposed at ``$OPENAI_BASE_URL`` by ``serving.py forward`` (the key i
 - ``claude``: ``claude -p`` (Claude Code; ``ANTHROPIC_BASE_URL`` set to the gateway,
   which passes ``/v1/messages`` to a model declared with ``api: anthropic``);
 - ``opencode``: ``opencode run`` with model ``openai/<name>``;
-- ``command``: any ``command``, with ``{instruction}``, ``{workdir}`` and ``{model}``
-  filled in (shell-quoted).
+- ``command``: any ``command``, with ``{instruction}``, ``{workdir}``, ``{model}`` and
+  ``{temperature}`` filled in (shell-quoted). The operator's ``temperature`` reaches the
+  agent only through ``{temperature}``: the agent makes its own model calls, at whatever
+  temperature it sets (pyfix's seed agent: its ``config.yaml``, or ``--temperature T``).
 
 The instruction is rendered from ``prompts/agent_cli.md.j2`` with the same context as
 ``llm_edit``. A profile whose CLI is not on PATH fails ``recipe check`` with one line
@@ -59,7 +61,7 @@ from rsiframe.shell import failure, tail
 TRANSCRIPT_INSIDE = "/rsi/transcript"
 #: where the archive folder (``archive: true``) is seen inside the sandbox
 ARCHIVE_INSIDE = "/rsi/archive"
-PLACEHOLDER = re.compile(r"\{(instruction|workdir|model)\}")
+PLACEHOLDER = re.compile(r"\{(instruction|workdir|model|temperature)\}")
 Profile = Literal["mini-swe-agent", "codex", "claude", "opencode", "command"]
 
 #: profile -> (the CLI it needs, the command template); {instruction} etc. are shell-quoted
@@ -93,7 +95,9 @@ INSTALL_HINT = {
 class AgentCliConfig(SandboxOptions, ModelOperatorConfig, ContextLimits):
     profile: Profile = Field("mini-swe-agent", description="which coding agent to run")
     command: str | None = Field(
-        None, description="profile command: the command line ({instruction}, {workdir}, {model})"
+        None,
+        description="profile command: the command line ({instruction}, {workdir}, {model}, "
+        "{temperature}: this config's temperature, for an agent that takes one)",
     )
     timeout_s: float = Field(900.0, gt=0, description="wall-clock limit for the agent")
     archive: bool = Field(
@@ -133,8 +137,13 @@ def render_command(cfg: AgentCliConfig, instruction: str, workdir: str) -> str:
     """The shell command line a profile runs, every value shell-quoted."""
     template = cfg.command if cfg.profile == "command" else PROFILES[cfg.profile][1]
     assert template is not None
-    values = {"instruction": instruction, "workdir": workdir, "model": cfg.model}
-    # only these three names are filled in: any other brace is the command's own (${VAR})
+    values = {
+        "instruction": instruction,
+        "workdir": workdir,
+        "model": cfg.model,
+        "temperature": repr(cfg.temperature),
+    }
+    # only these four names are filled in: any other brace is the command's own (${VAR})
     return PLACEHOLDER.sub(lambda m: shlex.quote(values[m.group(1)]), template)
 
 

@@ -8,6 +8,7 @@ often it was asked). Run ``python scripts/pyfix_grid_answers.py`` after changing
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -77,20 +78,43 @@ def append_call(line: str) -> dict:
     return {"content": f"I add the line '{line}'.", "tool_calls": [call]}
 
 
+#: the prompts of DGM's two steps (dgm_entry's diagnosis, the seed's self_improve.md)
+DIAGNOSE = "find ONE improvement to the agent itself"
+SELF_IMPROVE = "You are a coding agent improving your own code"
+#: how a diagnosis names its line; the self-improvement keys on it (never in prompt.md)
+NAMES = "Add this exact line to prompt.md: "
+
+
+def diagnosis(line: str) -> str:
+    """DGM's diagnosis JSON whose implementation suggestion names ``line``."""
+    fields = {
+        "log_summarization": "the agent fails most tasks",
+        "potential_improvements": ["a line in the prompt"],
+        "improvement_proposal": f"add the line '{line}' to prompt.md",
+        "implementation_suggestion": f"{NAMES}{line}",
+        "problem_description": "The agent solves few tasks.",
+    }
+    return f"```json\n{json.dumps(fields)}\n```"
+
+
 def mutator_answers() -> list[dict]:
     edits = [{"content": edit(line)} for line in PROPOSALS]
-    diagnosis = (
-        '```json\n{"log_summarization": "the agent fails most tasks", "potential_improvements": '
-        '["a line in the prompt"], "improvement_proposal": "add one line of advice to prompt.md",'
-        ' "implementation_suggestion": "Append one line of advice to prompt.md.", '
-        '"problem_description": "The agent solves few tasks."}\n```'
-    )
     return [
         {"when": "Propose ONE focused change", "repeat": True, "variants": edits},
         {"when": "Rewrite the program", "repeat": True, "variants": [dict(e) for e in edits]},
-        {"when": "find ONE improvement to the agent itself", "repeat": True, "content": diagnosis},
+        # DGM: the diagnosis names one of the 12 lines (a variant per call) ...
         {
-            "when": "You are a coding agent improving your own code",
+            "when": DIAGNOSE,
+            "repeat": True,
+            "variants": [{"content": diagnosis(line)} for line in PROPOSALS],
+        },
+        # ... and the self-improving agent adds the line its problem statement names
+        *[
+            {"when": [SELF_IMPROVE, f"{NAMES}{line}"], "repeat": True, **append_call(line)}
+            for line in PROPOSALS
+        ],
+        {  # a problem statement naming no line (not one this script's diagnoses write)
+            "when": SELF_IMPROVE,
             "repeat": True,
             "variants": [append_call(line) for line in PROPOSALS],
         },
@@ -138,7 +162,9 @@ HEADER = """\
 # Every mutator (llm_edit, OpenEvolve's and Shinka's prompts, DGM's self-improving agent)
 # proposes one of these 12 lines per child, appended to prompt.md: the stub's `variants`,
 # picked by a hash of the prompt and of how often this prompt was asked (deterministic for
-# the same sequence of requests; no clock).
+# the same sequence of requests; no clock). DGM's line is picked by its diagnosis
+# (dgm_entry: "Add this exact line to prompt.md: LINE", a variant per call); its
+# self-improving agent then appends the line its problem statement names.
 """
 
 

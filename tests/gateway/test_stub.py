@@ -265,3 +265,49 @@ def test_the_pyfix_grid_script_unlocks_a_family_only_with_its_line() -> None:
     # every mutator proposes one of the 12 lines, varying between calls
     said = {stub.next_answer("Propose ONE focused change").content for _ in range(40)}
     assert len(said) > 6 and all(">>>>>>> REPLACE" in s for s in said)
+
+
+def test_the_pyfix_grid_script_diagnoses_name_lines_the_self_improving_agent_adds(
+    tmp_path: Path,
+) -> None:
+    """DGM in the grid: each diagnosis names one of the 12 lines (varying between calls),
+    and the seed agent improving itself on that problem statement appends that line."""
+    import shutil
+
+    from rsiframe.operators.dgm_entry import parse_diagnosis, problem_statement
+
+    repo = Path(__file__).parents[2]
+    sys.path.insert(0, str(repo / "scripts"))
+    try:
+        from pyfix_grid_answers import PROPOSALS  # the 12 lines every mutator proposes
+    finally:
+        sys.path.remove(str(repo / "scripts"))
+    script = Script.load(repo / "recipes/stub/pyfix-grid-answers.yaml")
+    stub = StubLLM(script)
+    ask = "Your task: find ONE improvement to the agent itself. Entry: clamp."
+    statements = [
+        problem_statement(parse_diagnosis(stub.next_answer(ask).content)) for _ in range(40)
+    ]
+    lines = [[ln for ln in PROPOSALS if ln in s] for s in statements]
+    assert all(len(found) == 1 for found in lines), statements[0]  # each names one line
+    named = [found[0] for found in lines]
+    assert len(set(named)) >= 6  # not one fixed diagnosis
+
+    srv = ServerThread(stub.app).start()
+    try:
+        for line in dict.fromkeys(named[:4]):  # a few distinct lines, each end to end
+            agent = tmp_path / str(len(list(tmp_path.iterdir())))
+            shutil.copytree(repo / "tasks/pyfix/seed", agent)
+            statement = next(s for s, n in zip(statements, named, strict=True) if n == line)
+            before = len(stub.requests)
+            env = {"OPENAI_BASE_URL": srv.url, "OPENAI_API_KEY": "x", "RSI_MODEL": "m",
+                   "PATH": "/usr/bin:/bin"}  # fmt: skip
+            cmd = [sys.executable, "agent.py", "--self-improve", "--problem", statement,
+                   "--temperature", "0.8"]  # fmt: skip
+            subprocess.run(cmd, cwd=agent, env=env, check=True, capture_output=True, timeout=60)
+            prompt = (agent / "prompt.md").read_text()
+            assert prompt.splitlines()[-1] == line, (line, prompt[-200:])
+            sent = stub.requests[before:]
+            assert sent and {r["temperature"] for r in sent} == {0.8}  # as it was told
+    finally:
+        srv.stop()

@@ -28,6 +28,11 @@ def test_agent_cli_profiles_render_and_a_missing_cli_is_one_clear_line(
     assert render_command(cmd, "fix 'it'", "/rsi/work") == (
         "agent --in /rsi/work 'fix '\"'\"'it'\"'\"''"
     )
+    # {temperature}: the operator's temperature, for an agent that samples at what it is told
+    hot = AgentCliConfig(
+        model="p", profile="command", command="a -t {temperature}", temperature=0.8
+    )
+    assert render_command(hot, "go", "/w") == "a -t 0.8"
     for profile in ("mini-swe-agent", "codex", "claude", "opencode"):
         with pytest.raises(ValidationError, match=f"profile {profile}: the '.*' command is not on"):
             AgentCliConfig(model="p", profile=profile)

@@ -163,3 +163,23 @@ def test_the_pyfix_methods_grid_separates_policy_from_mutator(
         assert {k: v for k, v in mine["slots"].items() if k != "mutate"} == {
             k: v for k, v in shared["slots"].items() if k != "mutate"
         }
+
+
+def test_the_pyfix_grid_dgm_cell_samples_its_diagnosis_and_self_improvement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unsampled self-improvement call is answered from the gateway's cache: every
+    child of one diagnosis would be the same child. The grid's dgm cell samples both calls
+    (the agent gets the operator's temperature through ``{temperature}``)."""
+    from rsiframe.operators.agent_cli import AgentCliConfig, render_command
+
+    cells = _pyfix_cells(tmp_path, monkeypatch)
+    dgm = cells["dgm"]["slots"]
+    assert dgm["analyze"]["config"]["temperature"] > 0
+    mutate = dgm["mutate"]["config"]
+    assert mutate["temperature"] > 0
+    cfg = AgentCliConfig.model_validate(mutate)
+    line = render_command(cfg, "Add this exact line to prompt.md: X", "/work")
+    assert line.endswith(f"--temperature {mutate['temperature']!r}"), line
+    # dgm-shared diagnoses the same way: the pair still differs in mutate only
+    assert cells["dgm-shared"]["slots"]["analyze"] == dgm["analyze"]

@@ -12,6 +12,9 @@ Two modes, one tool loop (read_file, write_file, run, finish) over one folder:
   folder, e.g. by ``agent_cli`` with ``profile: command``, the Darwin Gödel Machine's
   self-modification): it works on its own files with ``self_improve.md`` as the prompt.
 
+``--temperature T`` samples at ``T`` instead of ``config.yaml``'s ``temperature`` (a
+caller's choice for this one run, e.g. ``agent_cli``'s ``{temperature}``).
+
 It talks to ``$OPENAI_BASE_URL`` (the framework's endpoint; ``$OPENAI_API_KEY`` is a
 per-sandbox token, never a provider key) with the ``openai`` SDK; the model is
 ``config.yaml``'s ``model``, else ``$RSI_MODEL``.
@@ -143,8 +146,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--self-improve", action="store_true", help="improve this agent's own code")
     parser.add_argument("--problem", default="", help="what to improve (with --self-improve)")
+    parser.add_argument(
+        "--temperature", type=float, default=None, help="instead of config.yaml's temperature"
+    )
     args = parser.parse_args(argv)
     config = yaml.safe_load((HERE / "config.yaml").read_text()) or {}
+    if args.temperature is not None:
+        config["temperature"] = args.temperature
     if args.self_improve:
         prompt = (HERE / "self_improve.md").read_text().replace("{problem}", args.problem)
         return loop(config, HERE, prompt, None)
