@@ -110,7 +110,8 @@ def warnings(resolved: recipe_mod.ResolvedRecipe) -> list[str]:
     """A deterministic model call (temperature 0) making the children of one parent: they
     would all be the same request, answered once and served from the gateway's cache, and
     every copy after the first is rejected as a duplicate without being evaluated. Only a
-    temperature the recipe sets counts (a coding agent's config has one it never sends)."""
+    temperature the recipe sets counts (a coding agent makes its own calls: its config's
+    temperature reaches them only through a command's ``{temperature}``)."""
     r = resolved.recipe
     spec = resolved.operators.get("mutate")
     config = spec[1] if spec is not None else None
