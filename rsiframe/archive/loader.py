@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rsiframe.archive.log import Event, check_chain, read_events
+from rsiframe.archive.log import Event, read_events
 from rsiframe.archive.runfolder import RunPaths, is_live
 from rsiframe.archive.snapshot import load_snapshot
 from rsiframe.archive.state import RunState
@@ -73,18 +73,14 @@ def load_run(
     ``snapshot`` (resume only, never ``verify``) starts from the run's signed state
     snapshot when it verifies and matches the archive (:mod:`rsiframe.archive.snapshot`), and
     checks and folds only the events after it; ``events`` then begins at the
-    snapshot's event. The hash chain before it is still checked (no line parsed, no
-    certificate rechecked). A snapshot that does not match is ignored, with a note.
+    snapshot's event. The bytes before it are still checked, against the digest the
+    snapshot signed (no line parsed, no certificate rechecked). A snapshot that does
+    not match is ignored, with a note.
     """
     paths = RunPaths(Path(root).resolve()).check()
     verifier = open_verifier(paths)
     notes = []
     snap, why = load_snapshot(paths.root, verifier) if snapshot else (None, "")
-    if snap is not None:
-        try:  # every link still checked; no line parsed or folded
-            check_chain(paths.root, snap.end)
-        except ArchiveCorrupt:  # the full fold below names the problem in its own words
-            snap, why = None, "the archive before it changed"
     if snap is not None:
         loaded = read_events(paths.root, after=snap.head, offset=snap.end)
         loaded.events.insert(0, snap.head)

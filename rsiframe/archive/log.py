@@ -142,30 +142,6 @@ def read_events(run_dir: Path, after: Event | None = None, offset: int = 0) -> L
     return LoadResult(events=events, torn=torn)
 
 
-def check_chain(run_dir: Path, end: int) -> None:
-    """Check the hash chain of the events before byte ``end`` without parsing them.
-
-    For resume from a snapshot that pins the event ending at ``end``: each line's
-    ``prev`` (the last ``"prev":"`` in a canonical line: ``data`` sorts before it, and
-    nothing after it can hold one) must be the sha256 of the line before. An edited,
-    inserted or removed line breaks a link, as in :func:`read_events`.
-    """
-    path = run_dir / EVENTS
-    with path.open("rb") as f:
-        raw = f.read(end)
-    prev = GENESIS
-    lines = raw.split(b"\n")
-    lines.pop()  # the snapshot's event ends with a newline
-    for i, line in enumerate(lines):
-        at = line.rfind(b'"prev":"')
-        if at < 0 or line[at + 8 : at + 72] != prev.encode():
-            raise ArchiveCorrupt(
-                f"hash chain broken: event {i - 1} was changed or removed",
-                where=f"{path}: event {i}",
-            )
-        prev = sha256_bytes(line)
-
-
 class Archive:
     """Writer for one run folder's events and artifacts."""
 

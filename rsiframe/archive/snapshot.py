@@ -1,16 +1,20 @@
 """A signed snapshot of the folded run state, so resume need not refold every event.
 
 ``state.snapshot`` in the run folder holds the :class:`~rsiframe.archive.state.RunState`
-folded from events ``0..seq`` together with that event's chain hash and the byte
-range of its line in ``events.jsonl``. Its first line is a header naming the
+folded from events ``0..seq`` together with that event's chain hash, the byte
+range of its line in ``events.jsonl`` and the sha256 of every byte before the
+line's end (``prefix``). Its first line is a header naming the
 signature (by the run's key, over the rest of the file, under its own payload
 type so no event or record signature can stand in for it); the rest is the body.
 
 :func:`load_snapshot` trusts a snapshot only when the signature verifies, it
-names this run, and the line it names is still, byte for byte, event ``seq``
-with that hash. The archive is append-only, so a snapshot stays valid as the
-run grows: resume folds only the events after it. Anything that does not match
-returns ``None`` with the reason, and the caller folds everything instead.
+names this run, the archive's bytes up to it are still the ones it hashed (one
+sha256 over the prefix: an edited, inserted or removed line before it changes it,
+at a fifth of the cost of checking each line's chain link), and the line it
+names is still, byte for byte, event ``seq`` with that hash. The archive is
+append-only, so a snapshot stays valid as the run grows: resume folds only the
+events after it. Anything that does not match returns ``None`` with the reason,
+and the caller folds everything instead.
 ``verify`` never reads a snapshot.
 """
 
@@ -35,7 +39,7 @@ from rsiframe.util.digest import canonical_json, sha256_bytes
 M = TypeVar("M", bound=BaseModel)
 SNAPSHOT = "state.snapshot"
 SNAPSHOT_TYPE = "application/vnd.rsiframe.state-snapshot+json"
-FORMAT = 1
+FORMAT = 2  # 2: the prefix digest
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,8 @@ def _save(run_dir: Path, st: RunState, signer: Signer) -> None:
     head = parse_line(line, f"{run_dir / EVENTS}: last event")
     if head.ts != st.last_ts:
         return  # the state is not the fold of exactly these events
+    with (run_dir / EVENTS).open("rb") as f:
+        prefix = sha256_bytes(f.read(end))
     body = canonical_json(
         {
             "format": FORMAT,
@@ -180,6 +186,7 @@ def _save(run_dir: Path, st: RunState, signer: Signer) -> None:
             "hash": head.hash,
             "start": start,
             "end": end,
+            "prefix": prefix,
             "state": encode_state(st),
         }
     )
@@ -219,10 +226,12 @@ def _load(run_dir: Path, verifier: RecordVerifier) -> tuple[Snapshot | None, str
             return None, "the snapshot is of another format"
         start, end = int(data["start"]), int(data["end"])
         with (run_dir / EVENTS).open("rb") as f:
-            f.seek(start)
-            line = f.read(end - start)
-        if end <= start or not line.endswith(b"\n"):
+            before = f.read(end)
+        line = before[start:]
+        if end <= start or len(before) < end or not line.endswith(b"\n"):
             return None, "the archive is shorter than the snapshot"
+        if sha256_bytes(before) != data["prefix"]:  # the full fold names what changed
+            return None, "the archive before it changed"
         # bytes first: a line moved or edited since is no event to parse (edits are
         # reported by the full fold that follows, with the archive's own messages)
         if sha256_bytes(line[:-1]) != data["hash"]:
