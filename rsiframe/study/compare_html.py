@@ -28,6 +28,12 @@ LINESTYLES = ("-", "--", ":", "-.")  # methods with identical curves stay visibl
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
+def look(i: int) -> tuple[str, str]:
+    """The ``i``-th method's colour and line style: no two methods of the first 32 share both
+    (the style shifts each time the colours come round, so the 9th is not the 1st again)."""
+    return PALETTE[i % len(PALETTE)], LINESTYLES[(i + i // len(PALETTE)) % len(LINESTYLES)]
+
+
 def _pyplot() -> Any:
     import matplotlib
 
@@ -54,7 +60,7 @@ def plot_png(report: Comparison, axis: str) -> bytes:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=120)
     for i, m in enumerate(report.methods):
-        colour = PALETTE[i % len(PALETTE)]
+        colour, style = look(i)
         for r in m.runs:
             xs, ys = _run_steps(r, axis)
             if xs:
@@ -63,7 +69,6 @@ def plot_png(report: Comparison, axis: str) -> bytes:
         if curve:
             cx, cy = zip(*curve, strict=True)
             label = plain(f"{m.name} (n={len(m.runs)})")
-            style = LINESTYLES[i % len(LINESTYLES)]
             ax.step(cx, cy, where="post", color=colour, linewidth=2.0, linestyle=style, label=label)
     ax.set_xlabel(plain({"cost": "cost (USD)", "task_runs": "task runs"}.get(axis, axis)))
     ax.set_ylabel(plain("best admitted gate score so far"))

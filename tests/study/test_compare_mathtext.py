@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rsiframe.study.compare import Comparison, CurvePoint, Method, RunData
-from rsiframe.study.compare_html import plain, plot_png, render_html, write_pngs
+from rsiframe.study.compare_html import look, plain, plot_png, render_html, write_pngs
 from rsiframe.study.stats import Estimate
 
 NAMES = ["x[$\\foo$]", "a$b$c", "$", "$$", "cost $5 and $6", "\\$x$"]
@@ -64,3 +64,9 @@ def test_plain_escapes_every_dollar_sign() -> None:
         escaped = plain(name)
         assert escaped.count("$") == escaped.count("\\$")  # none left for mathtext
         assert not Text(text=escaped)._preprocess_math(escaped)[1]  # not parsed as math
+
+
+def test_no_two_of_32_methods_are_drawn_alike() -> None:
+    """Ten methods (the pyfix grid) drew the 1st and the 9th in the same colour and style."""
+    looks = [look(i) for i in range(32)]
+    assert len(set(looks)) == 32
