@@ -21,7 +21,8 @@ import re
 import signal
 import sys
 
-_counts: dict[str, int] = {}
+#: how often the spec's point was reached (one spec per process, so one count)
+_hits = 0
 
 
 def _parse() -> tuple[str, str, int] | None:
@@ -41,13 +42,9 @@ _UNFIRED = re.compile(r"rsiframe fault: \S+ never fired; the point was reached (
 
 
 def _say_unfired() -> None:
-    if _SPEC is None or _SPEC[0] not in ("kill", "torn"):
-        return
-    key = _SPEC[1] if _SPEC[0] == "kill" else "torn:" + _SPEC[1]
-    n = _counts.get(key, 0)
-    if n < _SPEC[2]:
+    if _SPEC is not None and _SPEC[0] in ("kill", "torn") and _hits < _SPEC[2]:
         spec = os.environ.get("RSIFRAME_FAULT", "")
-        print(UNFIRED.format(spec=spec, n=n), file=sys.stderr, flush=True)
+        print(UNFIRED.format(spec=spec, n=_hits), file=sys.stderr, flush=True)
 
 
 atexit.register(_say_unfired)
@@ -63,22 +60,24 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _hit(mode: str, point: str) -> bool:
+    """Count a reach of ``point`` in ``mode`` if the spec names it; True on its n-th."""
+    global _hits
+    if _SPEC is None or _SPEC[0] != mode or _SPEC[1] != point:
+        return False
+    _hits += 1
+    return _hits == _SPEC[2]
+
+
 def reached(point: str) -> None:
     """Called at every named point; kills the process if the fault spec says so."""
-    if _SPEC is None or _SPEC[0] != "kill" or _SPEC[1] != point:
-        return
-    _counts[point] = _counts.get(point, 0) + 1
-    if _counts[point] == _SPEC[2]:
+    if _hit("kill", point):
         die()
 
 
 def tear(event_type: str) -> bool:
     """True when this append of ``event_type`` must be torn (half written, then death)."""
-    if _SPEC is None or _SPEC[0] != "torn" or _SPEC[1] != event_type:
-        return False
-    key = "torn:" + event_type
-    _counts[key] = _counts.get(key, 0) + 1
-    return _counts[key] == _SPEC[2]
+    return _hit("torn", event_type)
 
 
 #: the protections ``off:<name>`` can switch off, each as it was before its fix

@@ -24,6 +24,8 @@ from rsiframe.gateway.stub import (
 )
 
 MSG = [{"role": "user", "content": "fix the bug"}]
+#: the pyfix grid's scripted model (recipes/stub/, written by scripts/pyfix_grid_answers.py)
+GRID_SCRIPT = Path(__file__).parents[2] / "recipes/stub/pyfix-grid-answers.yaml"
 
 
 def _serve(*answers: Answer, default: Answer | None = None) -> tuple[StubLLM, ServerThread]:
@@ -245,7 +247,7 @@ def test_embeddings_are_deterministic_unit_vectors_or_one_vector_when_scripted_s
 
 
 def test_the_pyfix_grid_script_unlocks_a_family_only_with_its_line() -> None:
-    script = Script.load(Path(__file__).parents[2] / "recipes/stub/pyfix-grid-answers.yaml")
+    script = Script.load(GRID_SCRIPT)
     stub = StubLLM(script)
 
     def solves(name: str, *lines: str) -> bool:
@@ -282,7 +284,7 @@ def test_the_pyfix_grid_script_diagnoses_name_lines_the_self_improving_agent_add
         from pyfix_grid_answers import PROPOSALS  # the 12 lines every mutator proposes
     finally:
         sys.path.remove(str(repo / "scripts"))
-    script = Script.load(repo / "recipes/stub/pyfix-grid-answers.yaml")
+    script = Script.load(GRID_SCRIPT)
     stub = StubLLM(script)
     ask = "Your task: find ONE improvement to the agent itself. Entry: clamp."
     statements = [
