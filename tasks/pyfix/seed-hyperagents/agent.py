@@ -13,7 +13,8 @@ Two modes, one tool loop (read_file, write_file, run, finish) over one folder:
   self-modification): it works on its own files with ``self_improve.md`` as the prompt.
 
 It talks to ``$OPENAI_BASE_URL`` (the framework's endpoint; ``$OPENAI_API_KEY`` is a
-per-sandbox token, never a provider key) with the ``openai`` SDK; the model is
+per-sandbox token, never a provider key) over plain HTTP with the standard library
+(importing an SDK cost each task run a second); the model is
 ``config.yaml``'s ``model``, else ``$RSI_MODEL``.
 """
 
@@ -25,10 +26,12 @@ import os
 import re
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import yaml
-from openai import OpenAI
 
 HERE = Path(__file__).resolve().parent
 FENCE = re.compile(r"```(?:python|py)?\n(.*?)```", re.S)
@@ -88,43 +91,69 @@ def call_tool(root: Path, name: str, args: dict, timeout: float) -> str:
         return f"error: {type(exc).__name__}: {exc}"
 
 
+def chat(body: dict, attempts: int = 2) -> dict:
+    """The first choice's message of one chat completion at ``$OPENAI_BASE_URL``; a refused
+    connection or a 408/409/429/5xx answer is tried once more after a second."""
+    base = os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1").rstrip("/")
+    request = urllib.request.Request(
+        base + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": "Bearer " + os.environ.get("OPENAI_API_KEY", ""),
+        },
+    )
+    for attempt in range(attempts):
+        last = attempt + 1 == attempts
+        try:
+            with urllib.request.urlopen(request, timeout=600) as resp:
+                return json.load(resp)["choices"][0]["message"]
+        except urllib.error.HTTPError as exc:
+            if last or not (exc.code in (408, 409, 429) or exc.code >= 500):
+                raise RuntimeError(f"model call failed: {exc.code} {exc.read()[:500]!r}") from None
+        except urllib.error.URLError:
+            if last:
+                raise
+        time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
 def loop(config: dict, root: Path, prompt: str, target: re.Match | None) -> int:
     """Ask, run the tool calls, answer with their results, until finish or max_steps."""
     model = config.get("model") or os.environ.get("RSI_MODEL", "default")
-    client = OpenAI(max_retries=1)
     messages: list[dict] = [{"role": "user", "content": prompt}]
     timeout = float(config.get("command_timeout_s", 10))
     for step in range(int(config.get("max_steps", 6))):
-        reply = (
-            client.chat.completions.create(
-                model=model,
-                messages=messages,
-                tools=tools(str(root)),
-                temperature=float(config.get("temperature", 0.0)),
-                max_tokens=int(config.get("max_tokens", 1024)),
-            )
-            .choices[0]
-            .message
+        reply = chat(
+            {
+                "model": model,
+                "messages": messages,
+                "tools": tools(str(root)),
+                "temperature": float(config.get("temperature", 0.0)),
+                "max_tokens": int(config.get("max_tokens", 1024)),
+            }
         )
-        calls = reply.tool_calls or []
-        print(f"step {step}: {len(calls)} tool call(s), {len(reply.content or '')} chars")
+        calls = reply.get("tool_calls") or []
+        content = reply.get("content") or ""
+        print(f"step {step}: {len(calls)} tool call(s), {len(content)} chars")
         if not calls:
-            block = FENCE.search(reply.content or "")
+            block = FENCE.search(content)
             if block and target:
                 (root / target.group(1)).write_text(block.group(1))
                 print(f"wrote {target.group(1)} from a fenced block")
             return 0
-        messages.append(reply.model_dump(exclude_none=True))
+        messages.append({k: v for k, v in reply.items() if v is not None})
         for call in calls:
-            if call.function.name == "finish":
+            name = call["function"]["name"]
+            if name == "finish":
                 return 0
             try:
-                args = json.loads(call.function.arguments or "{}")
+                args = json.loads(call["function"].get("arguments") or "{}")
             except ValueError:
                 args = {}
-            print(f"  {call.function.name} {args.get('path') or args.get('command') or ''}")
-            result = call_tool(root, call.function.name, args, timeout)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            print(f"  {name} {args.get('path') or args.get('command') or ''}")
+            result = call_tool(root, name, args, timeout)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     return 0
 
 
