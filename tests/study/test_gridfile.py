@@ -128,7 +128,7 @@ def test_the_pyfix_methods_grid_gives_every_cell_the_same_budget_and_tasks(
     assert set(cells) == SHARED_MUTATOR | OWN_MUTATOR
     budgets = {name: data["budget"] for name, data in cells.items()}
     first = budgets["hill_climb"]
-    assert first["max_task_runs"] == 100 and first["max_model_tokens"] == 400000
+    assert first["max_task_runs"] == 1500 and first["max_model_tokens"] == 2_000_000
     assert first["max_candidates"] is None and first["max_evaluations"] is None
     drifted = {name: b for name, b in budgets.items() if b != first}
     assert not drifted, f"budgets differ from hill_climb's {first}: {drifted}"
