@@ -5,8 +5,9 @@ recorded (evidence events, the final outcome) goes to the writer as a closure in
 :attr:`Inflight.inbox`, which only the writer thread drains. So exactly one thread
 appends events and folds state, whatever K is.
 
-Workers are daemon threads: a run interrupted with work in flight does not wait
-for them at exit (their sandboxes are killed; their open attempts re-run on resume).
+Workers are daemon threads (:mod:`rsiframe.util.workers`, reused from one job to the
+next): a run interrupted with work in flight does not wait for them at exit (their
+sandboxes are killed; their open attempts re-run on resume).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rsiframe.sandbox.bwrap import kill_all
+from rsiframe.util import workers
 
 Closure = Callable[[], None]
 #: while the writer waits, events older than this are synced (nothing acts on them)
@@ -97,7 +99,7 @@ class Inflight:
 
             self.post(finish(done))
 
-        threading.Thread(target=run, name=f"rsi-{cid}", daemon=True).start()
+        workers.submit(run, name=f"rsi-{cid}")
 
     def pause(self, waiting: bool) -> None:
         """Between two steps: take back results; ``waiting`` (nothing could start) blocks

@@ -266,6 +266,13 @@ class LocalEngine:
         ep: HarnessEndpoint | None,
     ) -> EvaluationOutput:
         out = EvaluationOutput()
+        if self.config.concurrency == 1:
+            # one task at a time: on this thread (a hand-off to the trial pool and back
+            # cost two thread wake-ups per task; evaluations in flight are at most K, so
+            # the bound on trials at once is the same)
+            for t in tasks:
+                self._collect(out, *self._trial(candidate_dir, t, ep), put, on_done)
+            return out
         with self._pool_lock:
             if self._pool is None:
                 size = self.config.concurrency * self.parallel
@@ -284,15 +291,7 @@ class LocalEngine:
                     futures.append(fut)
                     running.add(fut)
                 for fut in done:
-                    run, blobs = fut.result()
-                    # artifacts are written by the coordinating thread only
-                    refs = {name: put(data) for name, data in blobs.items()}
-                    run.trajectory["artifacts"] = refs
-                    run.trajectory_digest = put(json.dumps(run.trajectory, sort_keys=True).encode())
-                    out.runs[run.task_id] = run
-                    out.task_seconds += run.seconds
-                    if on_done:
-                        on_done(run)
+                    self._collect(out, *fut.result(), put, on_done)
         except BaseException as exc:
             for fut in futures:
                 fut.cancel()
@@ -301,6 +300,24 @@ class LocalEngine:
             wait(futures)
             raise
         return out
+
+    @staticmethod
+    def _collect(
+        out: EvaluationOutput,
+        run: TaskRun,
+        blobs: dict[str, bytes],
+        put: Put,
+        on_done: Callable[[TaskRun], None] | None,
+    ) -> None:
+        """A finished trial into ``out``: its artifacts stored (by the coordinating thread
+        only), its trajectory's digest, then ``on_done``."""
+        refs = {name: put(data) for name, data in blobs.items()}
+        run.trajectory["artifacts"] = refs
+        run.trajectory_digest = put(json.dumps(run.trajectory, sort_keys=True).encode())
+        out.runs[run.task_id] = run
+        out.task_seconds += run.seconds
+        if on_done:
+            on_done(run)
 
     def close(self) -> None:
         if self._pool is not None:

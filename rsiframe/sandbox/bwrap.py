@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rsiframe.certs.keys import key_dir, protected_folders
 from rsiframe.errors import SandboxError
 from rsiframe.sandbox.cgroups import RunCgroups
+from rsiframe.util import ticker
 
 DEFAULT_OUTPUT_LIMIT = 1 << 20
 #: the uid and gid a bubblewrap sandbox runs as inside its user namespace, unless
@@ -369,24 +370,18 @@ class _Guard:
         self.done = threading.Event()
         self.breached: list[str] = []
         self._ticks = 0  # the folders in ``watch`` are measured every twentieth tick (1 s)
-        # without a hard output cap, a timer rather than polling: it costs nothing per run
-        self._watcher: threading.Timer | threading.Thread
-        if output_cap is None and not watch and cgroup is None:
-            self._watcher = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
-        else:
-            self._watcher = threading.Thread(target=self._watching)
-        self._watcher.daemon = True
+        self._ticking: ticker.Ticking | None = None
 
     def start(self) -> None:
-        self._watcher.start()
+        # one thread ticks every running command's guard (a thread each cost a start and
+        # a join per command: rsiframe.util.ticker)
+        self._ticking = ticker.every(_WATCH_INTERVAL_S, self._tick)
 
     def finish(self) -> None:
         self.done.set()
-        if isinstance(self._watcher, threading.Timer):
-            self._watcher.cancel()
-        else:
-            # it reads the output files' sizes: they must outlive it (they close later)
-            self._watcher.join()
+        if self._ticking is not None:
+            # a tick reads the output files' sizes: they must outlive it (they close later)
+            self._ticking.cancel()
 
     def last_check(self) -> None:
         """A breach found once the command has ended (a quick exit's folder size)."""
@@ -402,22 +397,25 @@ class _Guard:
         self.expired.set()
         self._stop()
 
-    def _watching(self) -> None:
-        while not self.done.wait(_WATCH_INTERVAL_S):
-            if time.monotonic() >= self.deadline:
-                self._expire()
-                return
-            sizes = (os.fstat(f.fileno()).st_size for f in self.files)
-            if self.output_cap is not None and any(n > self.output_cap for n in sizes):
-                self.overflow.set()
-                self._stop()
-                return
-            self._ticks += 1
-            why = _breach(self.watch if self._ticks % 20 == 0 else (), self.cgroup)
-            if why:
-                self.breached.append(why)
-                self._stop()
-                return
+    def _tick(self) -> bool:
+        """One check of the running command; True once it is stopped (or has ended)."""
+        if self.done.is_set():
+            return True
+        if time.monotonic() >= self.deadline:
+            self._expire()
+            return True
+        sizes = (os.fstat(f.fileno()).st_size for f in self.files)
+        if self.output_cap is not None and any(n > self.output_cap for n in sizes):
+            self.overflow.set()
+            self._stop()
+            return True
+        self._ticks += 1
+        why = _breach(self.watch if self._ticks % 20 == 0 else (), self.cgroup)
+        if why:
+            self.breached.append(why)
+            self._stop()
+            return True
+        return False
 
 
 def _breach(watch: tuple[tuple[Path, int], ...], cgroup: RunCgroups | None) -> str | None:
@@ -451,6 +449,8 @@ class Sandbox:
 
     kind = ""
     isolation = ""
+    #: whether ``prepare`` masks paths (``hide``, the key folder, :func:`host_secrets`)
+    masks = True
 
     def view(self, mount: Mount) -> str:
         raise NotImplementedError
@@ -518,7 +518,8 @@ class Sandbox:
         """:meth:`launch`, with the cgroups the command joins first (``joins``)."""
         if setup_root and (bad := exposed([*mounts, cwd])):
             raise SandboxError(f"a set-up step may not mount {bad[0]}")
-        hidden = [key_dir(), *host_secrets(), *hide]
+        # a plain process sees the host as it is: nothing to mask (no glob per command)
+        hidden = [key_dir(), *host_secrets(), *hide] if self.masks else list(hide)
         cmd, host_cwd, host_env = self.prepare(
             argv, mounts, cwd, env, network, hidden, setup_root, lim.tmp_mb
         )
@@ -585,8 +586,7 @@ class Sandbox:
             return res
         finally:
             if cgroup is not None:
-                cgroup.kill()  # nothing in the run's cgroups outlives it
-                cgroup.remove()
+                cgroup.remove()  # kills first: nothing in the run's cgroups outlives it
 
 
 class ProcessSandbox(Sandbox):
@@ -594,6 +594,7 @@ class ProcessSandbox(Sandbox):
 
     kind = "process"
     isolation = "process"
+    masks = False  # a plain process: nothing can be masked
 
     def view(self, mount: Mount) -> str:
         return str(mount.host)
