@@ -140,6 +140,14 @@ class Candidate:
                 return split
         return None
 
+    def unstarted_split(self) -> str | None:
+        """The first required split with no certified record and no attempt running."""
+        for split in self.required_splits:
+            last = self.latest(split)
+            if self.record(split) is None and (last is None or last.status != "running"):
+                return split
+        return None
+
     def open_attempt(self) -> Attempt | None:
         for tries in self.attempts.values():
             if tries and tries[-1].status == "running":

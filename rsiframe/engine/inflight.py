@@ -36,7 +36,8 @@ class Job:
 
 
 class Inflight:
-    """Up to ``k`` jobs at once, one per candidate; results come back to the writer."""
+    """Up to ``k`` jobs at once, one per candidate unless started ``beside`` its others
+    (the seed's independent splits); results come back to the writer."""
 
     def __init__(
         self,
@@ -51,7 +52,8 @@ class Inflight:
         #: the older ones while the writer waits
         self.sync = sync or (lambda max_age: None)
         self.inbox: queue.SimpleQueue[Closure] = queue.SimpleQueue()
-        self.jobs: dict[str, Job] = {}
+        #: the jobs in flight of each busy candidate (one, or the seed's splits side by side)
+        self.jobs: dict[str, list[Job]] = {}
         self.writer = threading.get_ident()
         self._idle = 0
 
@@ -68,22 +70,30 @@ class Inflight:
         self.inbox.put(fn)
 
     def free(self) -> int:
-        return self.k - len(self.jobs)
+        return self.k - sum(len(jobs) for jobs in self.jobs.values())
 
-    def start(self, cid: str, what: str, work: Callable[[], Closure]) -> None:
+    def start(
+        self, cid: str, what: str, work: Callable[[], Closure], beside: bool = False
+    ) -> None:
         """Run ``work`` on a worker; the closure it returns runs on the writer.
 
+        ``beside``: ``cid`` may already have work in flight (another of its evaluations).
         An exception in ``work`` is raised on the writer (the run then fails, resumable).
         """
         # no sync point here: a mutation's or evaluation's effects are scratch (lost with
         # the machine, re-run on resume) or durable on their own (the gateway's ledger,
         # a task-run charge); the certificates it returns are synced before a gate reads them
-        assert cid not in self.jobs, f"{cid} already has work in flight"
-        self.jobs[cid] = Job(cid, what)
+        assert beside or cid not in self.jobs, f"{cid} already has work in flight"
+        job = Job(cid, what)
+        self.jobs.setdefault(cid, []).append(job)
 
         def finish(done: Closure) -> Closure:
             def on_writer() -> None:
-                self.jobs.pop(cid, None)
+                left = [j for j in self.jobs.get(cid, []) if j is not job]
+                if left:
+                    self.jobs[cid] = left
+                else:
+                    self.jobs.pop(cid, None)
                 done()
 
             return on_writer

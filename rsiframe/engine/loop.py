@@ -366,9 +366,19 @@ class Engine:
         """The first step that moves an unfinished candidate on (none while all wait)."""
         busy = self.inflight.jobs
         for c in self.state.pending():  # the active index, not every candidate (perf, #11)
-            if c.id not in busy and (step := self._step_for(c)) is not None:
+            step = self._step_for(c) if c.id not in busy else self._beside_step(c)
+            if step is not None:
                 return step
         return None
+
+    def _beside_step(self, c: Candidate) -> Callable[[], str | None] | None:
+        """The seed's next split beside those in flight: its train, gate and sealed
+        evaluations do not depend on each other (a child's stages do), so free slots run
+        them side by side (issue 29: 0.5 s less before the first child at K >= 3)."""
+        if not (c.is_seed and c.state == "evaluating" and self.inflight.free()):
+            return None
+        split = c.unstarted_split()
+        return None if split is None else (lambda: self._evaluate(c, split, beside=True))
 
     def _step_for(self, c: Candidate) -> Callable[[], str | None] | None:
         """What moves ``c`` on now: evaluate, retry, gate or record it (None: nothing)."""
@@ -481,9 +491,15 @@ class Engine:
     # -- evaluation: decided and certified here, run by evaluation.evaluate ----------
 
     def _evaluate(
-        self, c: Candidate, split: str, reserved: bool = False, wait: bool = False
+        self,
+        c: Candidate,
+        split: str,
+        reserved: bool = False,
+        wait: bool = False,
+        beside: bool = False,
     ) -> str | None:
-        """Start one attempt on a worker (``wait``: on this thread, e.g. the sealed one)."""
+        """Start one attempt on a worker (``wait``: on this thread, e.g. the sealed one;
+        ``beside``: while another of ``c``'s attempts runs)."""
         ids = self.stages.task_ids(split)  # a stage's tasks (#15), charged as it starts
         refusal = self.budget.refuse_evaluation(self.state, reserved or split == "sealed", len(ids))
         if refusal is not None:
@@ -513,7 +529,7 @@ class Engine:
         if wait:  # the sealed evaluation runs here, on the writer
             work()()
         else:
-            self.inflight.start(c.id, f"evaluate {split}", work)
+            self.inflight.start(c.id, f"evaluate {split}", work, beside=beside)
         return None
 
     def _binding(self) -> Binding:

@@ -230,3 +230,35 @@ def test_mutations_in_flight_never_overrun_cost_or_tokens(mini: Mini, mode: str)
     assert stub.stats.requests == st["models_by_slot"]["mutate"]["model_calls"] - sum(
         1 for e in events(out) if e["type"] == "model_call" and e["data"]["status"] != 200
     )
+
+
+def seed_overlap(evs: list[dict]) -> int:
+    """The most of the seed's evaluations running at once (started, not yet ended)."""
+    live: set[str] = set()
+    most = 0
+    for e in evs:
+        d = e["data"]
+        if d.get("id") != "c0000" or "split" not in d:
+            continue
+        if e["type"] == "evaluation_started":
+            live.add(d["split"])
+        elif e["type"] in ("evaluation_certified", "evaluation_failed"):
+            live.discard(d["split"])
+        most = max(most, len(live))
+    return most
+
+
+@pytest.mark.parametrize(("k", "overlap"), [(1, 1), (2, 2), (4, 3)])
+def test_the_seeds_splits_run_side_by_side_in_free_slots(mini: Mini, k: int, overlap: int) -> None:
+    """The seed's train, gate and sealed evaluations do not depend on each other: free
+    slots run them together (never more than K), and no child starts before the seed is
+    admitted (issue 29, throughput at model latency)."""
+    out = run_named(mini, f"k{k}", f"concurrency.candidates={k}", "budget.max_generations=1")
+    evs = events(out)
+    assert seed_overlap(evs) == overlap
+    types = [(e["type"], e["data"].get("id")) for e in evs]
+    admitted = types.index(("candidate_gated", "c0000"))
+    first_child = next(i for i, t in enumerate(types) if t[0] == "candidate_proposed" and t[1] != "c0000")
+    assert admitted < first_child
+    report = json.loads(cli("verify", out, "--json").stdout)
+    assert report["ok"], report["problems"]

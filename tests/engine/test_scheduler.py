@@ -44,7 +44,7 @@ def scheduler(
 
 def in_flight(s: Scheduler, *cids: str) -> None:
     for cid in cids:
-        s.inflight.jobs[cid] = Job(cid, "mutate")
+        s.inflight.jobs[cid] = [Job(cid, "mutate")]
 
 
 def test_a_run_whose_seed_is_admitted_starts_generation_one(signed_run: SignedRun) -> None:
