@@ -72,9 +72,7 @@ class Inflight:
     def free(self) -> int:
         return self.k - sum(len(jobs) for jobs in self.jobs.values())
 
-    def start(
-        self, cid: str, what: str, work: Callable[[], Closure], beside: bool = False
-    ) -> None:
+    def start(self, cid: str, what: str, work: Callable[[], Closure], beside: bool = False) -> None:
         """Run ``work`` on a worker; the closure it returns runs on the writer.
 
         ``beside``: ``cid`` may already have work in flight (another of its evaluations).

@@ -258,7 +258,9 @@ def test_the_seeds_splits_run_side_by_side_in_free_slots(mini: Mini, k: int, ove
     assert seed_overlap(evs) == overlap
     types = [(e["type"], e["data"].get("id")) for e in evs]
     admitted = types.index(("candidate_gated", "c0000"))
-    first_child = next(i for i, t in enumerate(types) if t[0] == "candidate_proposed" and t[1] != "c0000")
+    first_child = next(
+        i for i, t in enumerate(types) if t[0] == "candidate_proposed" and t[1] != "c0000"
+    )
     assert admitted < first_child
     report = json.loads(cli("verify", out, "--json").stdout)
     assert report["ok"], report["problems"]
