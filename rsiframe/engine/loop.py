@@ -342,6 +342,8 @@ class Engine:
             self._record_seed(seed)
             return None
         if (dead := health.dead_seed(seed)) is not None:  # a broken setup, not a low score
+            if self.inflight.jobs:  # the seed's other splits (side by side) settle first
+                return WAIT
             # unless the allowance refused the seed's model calls: then the budget is spent
             spent = self.budget.exhausted(self.state)
             return self._finish(*(("budget_exhausted", spent) if spent else ("failed", dead)))

@@ -33,9 +33,26 @@ def test_wrong_agent_path_stops_the_run_with_the_reason(mini: Mini) -> None:
     assert "rsiframe: run failed: every seed train task failed" in res.stderr
     # nothing was evolved from the dead seed
     assert [c["id"] for c in st["candidates"]] == ["c0000"]
-    assert st["candidates"][0]["errors"] == {"train": {health.EXITED_EARLY: 4}}
+    # (with K > 1 the seed's gate and sealed ran beside its train and errored too)
+    assert st["candidates"][0]["errors"]["train"] == {health.EXITED_EARLY: 4}
     assert any(line.startswith("seed train: 4/4 tasks errored") for line in st["health"])
     assert "infrastructure errors: seed train: 4/4 tasks errored" in res.stdout
+
+
+def test_a_dead_seed_ends_the_run_only_once_its_splits_in_flight_end(mini: Mini) -> None:
+    """With 4 in flight the seed's splits run side by side: the run ends failed only once
+    every one of them has ended (none left running, no sandbox outliving the run)."""
+    agent = 'evaluator.config.agent=python3 "$RSI_CANDIDATE/agnt.py"'
+    out, res = _run(mini, agent, "concurrency.candidates=4")
+    assert res.exit_code == 1, res.stderr
+    evs = events(out)
+    key = ("id", "split", "attempt")
+    started = {tuple(e["data"][k] for k in key) for e in evs if e["type"] == "evaluation_started"}
+    ends = ("evaluation_certified", "evaluation_failed", "evaluation_interrupted")
+    ended = {tuple(e["data"][k] for k in key) for e in evs if e["type"] in ends}
+    assert len(started) == 3 and started == ended  # the seed's three, side by side
+    assert evs[-1]["type"] == "run_finished"
+    assert status_json(out)["reason"].startswith("every seed train task failed")
 
 
 def test_a_command_that_cannot_start(mini: Mini) -> None:
