@@ -182,18 +182,27 @@ def test_an_attempt_charged_to_max_task_runs_is_durable_before_its_tasks_run(
     late: list[str] = []
     real_trial = LocalEngine._trial
 
-    def trial(self: LocalEngine, candidate_dir: Path, *args: Any) -> Any:
-        cid = candidate_dir.name
+    split_of: dict[str, str] = {}  # task id -> its split, once the run has drawn them
+
+    def trial(self: LocalEngine, candidate_dir: Path, task: Any, *args: Any) -> Any:
+        # the attempt a trial belongs to is its candidate's on the task's split (the seed's
+        # splits run side by side, so the newest evaluation_started may be another split's)
+        cid, split = candidate_dir.name, split_of[task.id]
         rows = [(end, e) for end, e in _ends(events) if e["data"].get("id") == cid]
-        need = max((end for end, e in rows if e["type"] == "evaluation_started"), default=0)
+        need = max((end for end, e in rows if _started_on(e, split)), default=0)
         if need > max(durable):
             late.append(cid)
-        return real_trial(self, candidate_dir, *args)
+        return real_trial(self, candidate_dir, task, *args)
 
     monkeypatch.setattr(LocalEngine, "_trial", trial)
     engine = Engine.create(mini.recipe, ["budget.max_task_runs=100000"], out)
+    split_of.update({t: s for s, ids in engine.task_lock.split.items() for t in ids})
     try:
         assert engine.drive() == "finished"
     finally:
         engine.close()
     assert not late, f"trials of {sorted(set(late))} ran before their charge was on disk"
+
+
+def _started_on(e: dict[str, Any], split: str) -> bool:
+    return e["type"] == "evaluation_started" and e["data"]["split"] == split
