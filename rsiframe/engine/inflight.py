@@ -26,7 +26,7 @@ Closure = Callable[[], None]
 SYNC_AGE_S = 1.0
 
 
-@dataclass
+@dataclass(eq=False)  # each job is itself (a candidate's jobs side by side may look alike)
 class Job:
     """One unit of work in flight: a candidate's mutation or one evaluation."""
 
@@ -87,11 +87,10 @@ class Inflight:
 
         def finish(done: Closure) -> Closure:
             def on_writer() -> None:
-                left = [j for j in self.jobs.get(cid, []) if j is not job]
-                if left:
-                    self.jobs[cid] = left
-                else:
-                    self.jobs.pop(cid, None)
+                mine = self.jobs[cid]
+                mine.remove(job)
+                if not mine:
+                    del self.jobs[cid]
                 done()
 
             return on_writer

@@ -33,8 +33,12 @@ def test_wrong_agent_path_stops_the_run_with_the_reason(mini: Mini) -> None:
     assert "rsiframe: run failed: every seed train task failed" in res.stderr
     # nothing was evolved from the dead seed
     assert [c["id"] for c in st["candidates"]] == ["c0000"]
-    # (with K > 1 the seed's gate and sealed ran beside its train and errored too)
-    assert st["candidates"][0]["errors"]["train"] == {health.EXITED_EARLY: 4}
+    # every split the seed started errored on each of its tasks: train alone at K=1, with
+    # K > 1 its gate and sealed too (they ran beside its train)
+    started = [e["data"] for e in events(out) if e["type"] == "evaluation_started"]
+    assert started[0]["split"] == "train" and started[0]["tasks"] == 4
+    expected = {d["split"]: {health.EXITED_EARLY: d["tasks"]} for d in started}
+    assert st["candidates"][0]["errors"] == expected
     assert any(line.startswith("seed train: 4/4 tasks errored") for line in st["health"])
     assert "infrastructure errors: seed train: 4/4 tasks errored" in res.stdout
 
