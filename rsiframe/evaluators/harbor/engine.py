@@ -35,11 +35,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -89,7 +90,10 @@ class HarborEngine:
     def __init__(self, config: HarborEngineConfig, work_root: Path) -> None:
         self.config = config
         self.work_root = work_root
-        self._proc: subprocess.Popen[bytes] | None = None
+        # every Harbor job running now: evaluations run side by side (several candidates in
+        # flight, or the seed's three splits), each polling its own job; close() ends them all
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._procs_lock = threading.Lock()
 
     @property
     def isolation(self) -> str:
@@ -278,23 +282,34 @@ class HarborEngine:
             # a built-in agent calls its model from Harbor's process: behind the forwarder
             argv, _mounts, model_env = ep.harness(SAME_PATHS, argv)
             env = {**env, **model_env}
-        with open(log, "wb") as f:
-            self._proc = subprocess.Popen(
+        with open(log, "wb") as f, self._job(argv, f, env, config.parent) as proc:
+            while proc.poll() is None:
+                time.sleep(0.2)
+                poll()
+        return proc.returncode
+
+    @contextlib.contextmanager
+    def _job(
+        self, argv: list[str], out: IO[bytes], env: dict[str, str], cwd: Path
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """Harbor's process for one job, killed (its whole session) when the job ends."""
+        with self._procs_lock:
+            proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
-                stdout=f,
+                stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=str(config.parent),
+                cwd=str(cwd),
                 start_new_session=True,
             )
-            try:
-                while self._proc.poll() is None:
-                    time.sleep(0.2)
-                    poll()
-            finally:
-                _kill(self._proc)
-        return self._proc.returncode
+            self._procs.add(proc)
+        try:
+            yield proc
+        finally:
+            _kill(proc)
+            with self._procs_lock:
+                self._procs.discard(proc)
 
     def _trial_run(self, trial: Path, by_path: dict[str, Task]) -> tuple[TaskRun, dict[str, bytes]]:
         res = json.loads((trial / "result.json").read_text())
@@ -379,8 +394,10 @@ class HarborEngine:
         return put(json.dumps({"harbor_job": files}, sort_keys=True).encode())
 
     def close(self) -> None:
-        if self._proc is not None:
-            _kill(self._proc)
+        with self._procs_lock:
+            procs = list(self._procs)
+        for proc in procs:
+            _kill(proc)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

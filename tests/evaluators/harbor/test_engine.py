@@ -3,6 +3,7 @@ fingerprint."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,76 @@ def test_fingerprint_pins_the_harbor_version(tmp_path: Path, monkeypatch) -> Non
     }
     monkeypatch.setattr(harborenv, "HARBOR_VERSION", "0.26.0")
     assert eng.fingerprint() != before
+
+
+def _fake_harbor(tmp_path: Path) -> str:
+    """A stand-in for Harbor's Python: sleeps as long as its job folder says, then exits
+    with the job folder's code (every argument ignored)."""
+    py = tmp_path / "fake-python"
+    py.write_text('#!/bin/sh\nsleep "$(cat seconds)"\ntouch ended\nexit "$(cat code)"\n')
+    py.chmod(0o755)
+    return str(py)
+
+
+def _job_folder(tmp_path: Path, name: str, seconds: float, code: int) -> Path:
+    job = tmp_path / name
+    job.mkdir()
+    (job / "seconds").write_text(str(seconds))
+    (job / "code").write_text(str(code))
+    (job / "job.json").write_text("{}")
+    return job
+
+
+def test_two_jobs_side_by_side_each_wait_for_their_own_process(tmp_path: Path) -> None:
+    """The seed's splits (or several candidates) run Harbor jobs at once on one engine. Each
+    job waits for its own process and gets its own exit code: when they shared one slot, the
+    slow job returned as soon as the quick one ended, with the quick one's code, and its
+    tasks had "no result" (CI, the harbor_linked_answer scenario at K=4)."""
+    import threading
+
+    py = _fake_harbor(tmp_path)
+    eng = HarborEngine(HarborEngineConfig(agent="true"), tmp_path / "w")
+    slow = _job_folder(tmp_path, "slow", 1.5, 5)
+    quick = _job_folder(tmp_path, "quick", 0.1, 3)
+    got: dict[str, tuple[int, bool]] = {}
+
+    def job(folder: Path) -> None:
+        code = eng._harbor(py, folder / "job.json", tmp_path, folder / "log", lambda: None)
+        got[folder.name] = (code, (folder / "ended").exists())
+
+    threads = [threading.Thread(target=job, args=(slow,))]
+    threads[0].start()
+    time.sleep(0.3)  # the slow job's process is running before the quick one starts
+    threads.append(threading.Thread(target=job, args=(quick,)))
+    threads[1].start()
+    for t in threads:
+        t.join(timeout=30)
+    assert got == {"slow": (5, True), "quick": (3, True)}
+    assert not eng._procs
+
+
+def test_close_ends_every_job_running(tmp_path: Path) -> None:
+    import threading
+
+    py = _fake_harbor(tmp_path)
+    eng = HarborEngine(HarborEngineConfig(agent="true"), tmp_path / "w")
+    folders = [_job_folder(tmp_path, f"j{i}", 60, 0) for i in range(2)]
+    threads = [
+        threading.Thread(
+            target=eng._harbor, args=(py, f / "job.json", tmp_path, f / "log", lambda: None)
+        )
+        for f in folders
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(eng._procs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(eng._procs) == 2
+    started = time.monotonic()
+    eng.close()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
+    assert time.monotonic() - started < 5
+    assert not any((f / "ended").exists() for f in folders)
