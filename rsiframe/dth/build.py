@@ -36,6 +36,7 @@ import hmac
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -200,6 +201,10 @@ class Builder:
         self._stored: dict[str, str] = {}  # build inputs digest -> manifest artifact
         self._audits: dict[str, AuditResult] = {}
         self._secret: bytes | None = None
+        # one build of a step's key at a time in this process: the seed's three splits (or
+        # two children with the same inputs) evaluated side by side build it once, not thrice
+        self._building: dict[tuple[str, str], threading.Lock] = {}
+        self._building_lock = threading.Lock()
 
     @property
     def models_root(self) -> Path:
@@ -394,6 +399,19 @@ class Builder:
             raise BuildRejected("train", f"the model is refused: {exc}") from exc
 
     def _step(
+        self,
+        step: str,
+        key: str,
+        run: Callable[[], tuple[Path, ProcResult, Path]],
+        timeout: float,
+        check: Callable[[Path], None],
+    ) -> StepResult:
+        with self._building_lock:
+            once = self._building.setdefault((step, key), threading.Lock())
+        with once:  # a second build of this key waits, then finds the first one's entry
+            return self._step_once(step, key, run, timeout, check)
+
+    def _step_once(
         self,
         step: str,
         key: str,

@@ -228,3 +228,39 @@ def test_a_fifo_in_the_model_is_rejected_without_hanging(tmp_path: Path) -> None
     assert not worker.is_alive(), "the build hung on a FIFO"
     assert isinstance(outcome[0], BuildRejected)
     assert outcome[0].stage == "train" and "special files" in outcome[0].reason
+
+
+def test_a_key_built_side_by_side_is_built_once(tmp_path: Path) -> None:
+    """The seed's train, gate and sealed evaluations run side by side and each builds the
+    seed's model: the step runs once, the others wait and reuse its cache entry."""
+    import threading
+    import time
+
+    from rsiframe.sandbox.bwrap import ProcResult
+
+    b = builder(tmp_path)
+    runs: list[int] = []
+
+    def run() -> tuple[Path, ProcResult, Path]:
+        runs.append(1)
+        stage = tmp_path / f"stage-{len(runs)}"
+        (stage / "out").mkdir(parents=True)
+        (stage / "out" / "weights.bin").write_bytes(b"w" * 64)
+        time.sleep(0.5)  # a build the others arrive during
+        return stage / "out", ProcResult(0, False, 0.5, b"", b""), stage
+
+    got = []
+    threads = [
+        threading.Thread(target=lambda: got.append(b._step("train", "k1", run, 60, lambda _: None)))
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(runs) == 1
+    assert sorted(r.cached for r in got) == [False, True, True]
+    assert len({r.digest for r in got}) == 1
+    # another key is not held back by this one
+    b._step("train", "k2", run, 60, lambda _: None)
+    assert len(runs) == 2
