@@ -108,7 +108,14 @@ def selftest_integrity(
     certified reward equals the ground truth, and the champion reproduces.
     Exit 0 when every trial passes, 1 otherwise.
     """
-    from rsiframe.selftest.runner import DEFAULT_TRIALS, check_names, describe, run_selftest, table
+    from rsiframe.selftest.runner import (
+        DEFAULT_TRIALS,
+        check_names,
+        describe,
+        failure_lines,
+        run_selftest,
+        table,
+    )
 
     if list_only:
         names = check_names(list(scenarios))
@@ -148,6 +155,9 @@ def selftest_integrity(
         out.print(f"{total - failed}/{total} trials passed in {report.seconds:.0f} s")
     if not report.ok:
         bad = [s.name for s in report.scenarios if s.failed]
+        if not as_json:  # again at the end, where a log's tail shows it
+            for line in failure_lines(report):
+                err.print(line, highlight=False, markup=False)
         click.echo(f"rsiframe: self-test failed: {', '.join(bad)}", err=True)
         sys.exit(EXIT_FAILED)
 

@@ -189,3 +189,16 @@ def table(report: SelftestReport) -> Table:
         per = s.seconds / max(1, s.trials)
         t.add_row(s.name, verdict, f"{s.passed}/{s.trials}", f"{per:.1f}", s.description)
     return t
+
+
+def failure_lines(report: SelftestReport) -> list[str]:
+    """Each failed trial's problems, and how to run it again: the same ``--seed`` gives each
+    trial of a scenario the same seed whatever else runs beside it."""
+    lines = []
+    for s in report.scenarios:
+        for r in s.failures:
+            lines.append(f"{s.name} #{r.trial} failed:")
+            lines += [f"    {p}" for p in r.problems[:5]]
+    if lines:
+        lines.append(f"again: the same options with --seed {report.seed} --scenario NAME")
+    return lines

@@ -166,3 +166,20 @@ def test_a_protection_switched_off_reaches_the_trials_processes(
     [scenario] = report.scenarios
     assert scenario.failed == 1
     assert any("was reused" in p for p in scenario.failures[0].problems)
+
+
+def test_a_failed_self_test_ends_with_its_problems_and_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CI log shows only its tail: the problems come again after the table, with the seed
+    that runs the failed trial again (found when CI's tail named a scenario but not why)."""
+    from rsiframe.util import faults
+
+    monkeypatch.setattr(faults, "_SPEC", ("off", "cache_mac", 1))
+    res = cli("selftest", "integrity", "--scenario", "cache_edited_model", "-n", "1", "--seed", "9")
+    assert res.exit_code == 1
+    tail = res.stderr.strip().splitlines()
+    assert tail[-1] == "rsiframe: self-test failed: cache_edited_model"
+    assert tail[-2] == "again: the same options with --seed 9 --scenario NAME"
+    heading = tail.index("cache_edited_model #0 failed:")
+    assert any("was reused" in line for line in tail[heading + 1 : -2])
