@@ -409,28 +409,18 @@ class Builder:
         with self._building_lock:
             once = self._building.setdefault((step, key), threading.Lock())
         with once:  # a second build of this key waits, then finds the first one's entry
-            return self._step_once(step, key, run, timeout, check)
-
-    def _step_once(
-        self,
-        step: str,
-        key: str,
-        run: Callable[[], tuple[Path, ProcResult, Path]],
-        timeout: float,
-        check: Callable[[Path], None],
-    ) -> StepResult:
-        found, note = self._lookup(step, key)
-        if found is not None:
-            return found
-        t0 = time.perf_counter()
-        out, res, stage = run()
-        try:
-            if not res.ok:
-                raise self._failure(step, res, timeout)
-            check(out)
-            result = self._store(step, key, out, time.perf_counter() - t0)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+            found, note = self._lookup(step, key)
+            if found is not None:
+                return found
+            t0 = time.perf_counter()
+            out, res, stage = run()
+            try:
+                if not res.ok:
+                    raise self._failure(step, res, timeout)
+                check(out)
+                result = self._store(step, key, out, time.perf_counter() - t0)
+            finally:
+                shutil.rmtree(stage, ignore_errors=True)
         result.note = note
         return result
 
