@@ -108,14 +108,7 @@ def selftest_integrity(
     certified reward equals the ground truth, and the champion reproduces.
     Exit 0 when every trial passes, 1 otherwise.
     """
-    from rsiframe.selftest.runner import (
-        DEFAULT_TRIALS,
-        check_names,
-        describe,
-        failure_lines,
-        run_selftest,
-        table,
-    )
+    from rsiframe.selftest.runner import DEFAULT_TRIALS, check_names, describe, run_selftest
 
     if list_only:
         names = check_names(list(scenarios))
@@ -148,18 +141,25 @@ def selftest_integrity(
     if as_json:
         print_json(report.model_dump(mode="json"))
     else:
-        out = stdout()
-        out.print(table(report))
-        failed = sum(s.failed for s in report.scenarios)
-        total = sum(s.trials for s in report.scenarios)
-        out.print(f"{total - failed}/{total} trials passed in {report.seconds:.0f} s")
+        _print_selftest(report, err)
     if not report.ok:
         bad = [s.name for s in report.scenarios if s.failed]
-        if not as_json:  # again at the end, where a log's tail shows it
-            for line in failure_lines(report):
-                err.print(line, highlight=False, markup=False)
         click.echo(f"rsiframe: self-test failed: {', '.join(bad)}", err=True)
         sys.exit(EXIT_FAILED)
+
+
+def _print_selftest(report: Any, err: Any) -> None:
+    """The self-test's table and count, then each failed trial's problems again (on
+    ``err``), at the end where a log's tail shows them."""
+    from rsiframe.selftest.runner import failure_lines, table
+
+    out = stdout()
+    out.print(table(report))
+    failed = sum(s.failed for s in report.scenarios)
+    total = sum(s.trials for s in report.scenarios)
+    out.print(f"{total - failed}/{total} trials passed in {report.seconds:.0f} s")
+    for line in failure_lines(report):
+        err.print(line, highlight=False, markup=False)
 
 
 @click.group()
