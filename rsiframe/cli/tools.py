@@ -8,7 +8,7 @@ import json
 import sys
 import types
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 import click
 from pydantic import BaseModel
@@ -25,6 +25,11 @@ from rsiframe.cli.common import (
     unset_option,
 )
 from rsiframe.errors import EXIT_FAILED
+
+if TYPE_CHECKING:  # the self-test's modules load only when it runs
+    from rich.console import Console
+
+    from rsiframe.selftest.runner import SelftestReport
 
 
 @click.group()
@@ -148,7 +153,7 @@ def selftest_integrity(
         sys.exit(EXIT_FAILED)
 
 
-def _print_selftest(report: Any, err: Any) -> None:
+def _print_selftest(report: SelftestReport, err: Console) -> None:
     """The self-test's table and count, then each failed trial's problems again (on
     ``err``), at the end where a log's tail shows them."""
     from rsiframe.selftest.runner import failure_lines, table

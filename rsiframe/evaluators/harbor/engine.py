@@ -26,21 +26,19 @@ around ``harbor run`` on this host, as ``openai/<model>`` at ``$OPENAI_BASE_URL`
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import yaml
 
@@ -55,7 +53,7 @@ from rsiframe.evaluators.base import (
 )
 from rsiframe.evaluators.harbor import venv as harborenv
 from rsiframe.recipe.evaluator import HarborEngineConfig
-from rsiframe.sandbox.bwrap import host_secrets
+from rsiframe.sandbox.bwrap import host_secrets, kill_group
 from rsiframe.tasks.taskset import Task
 from rsiframe.util.digest import sha256_bytes, sha256_json
 
@@ -282,34 +280,26 @@ class HarborEngine:
             # a built-in agent calls its model from Harbor's process: behind the forwarder
             argv, _mounts, model_env = ep.harness(SAME_PATHS, argv)
             env = {**env, **model_env}
-        with open(log, "wb") as f, self._job(argv, f, env, config.parent) as proc:
-            while proc.poll() is None:
-                time.sleep(0.2)
-                poll()
-        return proc.returncode
-
-    @contextlib.contextmanager
-    def _job(
-        self, argv: list[str], out: IO[bytes], env: dict[str, str], cwd: Path
-    ) -> Iterator[subprocess.Popen[bytes]]:
-        """Harbor's process for one job, killed (its whole session) when the job ends."""
-        with self._procs_lock:
+        with open(log, "wb") as f, self._procs_lock:  # close() sees it once started
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
-                stdout=out,
+                stdout=f,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=str(cwd),
+                cwd=str(config.parent),
                 start_new_session=True,
             )
             self._procs.add(proc)
         try:
-            yield proc
+            while proc.poll() is None:
+                time.sleep(0.2)
+                poll()
         finally:
             _kill(proc)
             with self._procs_lock:
                 self._procs.discard(proc)
+        return proc.returncode
 
     def _trial_run(self, trial: Path, by_path: dict[str, Task]) -> tuple[TaskRun, dict[str, bytes]]:
         res = json.loads((trial / "result.json").read_text())
@@ -401,8 +391,7 @@ class HarborEngine:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    kill_group(proc)  # its whole session
     proc.wait()
 
 
