@@ -45,6 +45,10 @@ class Attempt:
     record: CertifiedRecord | None = None
     error: str | None = None
     tasks: int | None = None  # the tasks it was charged for (None: an older archive's)
+    #: model tokens its agents' calls took from the budget: each gateway call's reservation
+    #: or spend, whichever is more (the gateway admits a call on its reservation), and a
+    #: served model's usage
+    tokens: int = 0
 
 
 @dataclass
@@ -200,8 +204,10 @@ class RunState:
     #: may hand entries to the writer out of order); resume emits the others
     model_seq: int = 0
     model_ahead: list[int] = field(default_factory=list)
-    #: the gateway refused a call for the run's budget (max_model_tokens / max_cost): why
+    #: the gateway refused a call for the run's budget (max_model_tokens / max_cost): why,
+    #: and the refusal's code
     model_refused: str | None = None
+    model_refused_code: str | None = None
     #: calls answered from the gateway's ledger at no cost (among ``model_calls``)
     model_cached: int = 0
     #: the tiny calls ``run``/``resume`` checked the models with, metered apart from the
@@ -240,6 +246,9 @@ class RunState:
     #: rollouts and analyses recorded (``rollout_done``, ``analysis_done``): with
     #: ``records`` it tells a view when the artifacts operators may read have changed
     evidence_events: int = field(default=0, repr=False)
+    #: the most model tokens per task any evaluation attempt spent so far, for the budget's
+    #: hold on what the champion's sealed evaluation and children in flight will need
+    eval_tokens_per_task: float = field(default=0.0, repr=False)
     INDEXES: ClassVar[tuple[str, ...]] = (
         "active",
         "admitted_ids",
@@ -249,6 +258,7 @@ class RunState:
         "admitted_generation",
         "spent_max",
         "evidence_events",
+        "eval_tokens_per_task",
     )
 
     # -- folding ---------------------------------------------------------------------
@@ -292,6 +302,23 @@ class RunState:
         top = self.spent_max
         self.spent_max = spent if top is None else (max(top[0], spent[0]), max(top[1], spent[1]))
 
+    def _index_eval_tokens(self, a: Attempt) -> None:
+        """Raise :attr:`eval_tokens_per_task` to ``a``'s tokens per task (they only grow)."""
+        if a.tasks:
+            self.eval_tokens_per_task = max(self.eval_tokens_per_task, a.tokens / a.tasks)
+
+    def _eval_tokens(self, cid: str | None, split: str, attempt: int | None, tokens: int) -> None:
+        """Charge ``tokens`` to the evaluation attempt that spent them (``attempt`` None: the
+        split's latest, as the gateway's consumer ``evaluate:{split}:{cid}`` names no
+        attempt)."""
+        c = self.candidates.get(cid or "")
+        if c is None or not tokens:
+            return
+        a = c.latest(split) if attempt is None else self._attempt_of(c, split, attempt)
+        if a is not None:
+            a.tokens += tokens
+            self._index_eval_tokens(a)
+
     def _index_admitted(self, c: Candidate) -> None:
         bisect.insort(self.admitted_ids, (c.index, c.id))
         self.admission_log.append(c.id)
@@ -304,10 +331,13 @@ class RunState:
         """Rebuild every index from the candidates (after loading a snapshot)."""
         self.active, self.admitted_ids, self.gate_ranking = {}, [], []
         self.admission_log, self.tree_holders, self.admitted_generation = [], {}, -1
-        self.spent_max, self.evidence_events = None, 0
+        self.spent_max, self.evidence_events, self.eval_tokens_per_task = None, 0, 0.0
         for c in self.candidates.values():
             self._index_active(c)
             self._index_spent(c)
+            for tries in c.attempts.values():
+                for a in tries:
+                    self._index_eval_tokens(a)
             self.evidence_events += sum(d is not None for d in (c.rollout, c.analysis, c.mutation))
             if c.state == "admitted":
                 self._index_admitted(c)
@@ -424,8 +454,12 @@ class RunState:
 
     def _attempt(self, d: E.AttemptEvent) -> Attempt | None:
         c = self.candidates.get(d.id)
-        for a in c.attempts.get(d.split, []) if c else []:
-            if a.attempt == d.attempt:
+        return self._attempt_of(c, d.split, d.attempt) if c else None
+
+    @staticmethod
+    def _attempt_of(c: Candidate, split: str, attempt: int) -> Attempt | None:
+        for a in c.attempts.get(split, []):
+            if a.attempt == attempt:
                 return a
         return None
 
@@ -514,6 +548,8 @@ class RunState:
             return
         self.tokens += d.tokens
         self.tokens_refused += d.refused or 0
+        if d.split is not None:
+            self._eval_tokens(d.id, d.split, d.attempt, d.tokens)
         self.cost += d.cost
         self.model_calls += d.requests or 0  # the totals are the sum of models_by_slot
         self._by_slot("evaluate", d.tokens, d.cost, d.requests or 0)
@@ -532,8 +568,12 @@ class RunState:
         if d.candidate is not None and d.slot != "evaluate":
             spent = self.operator_usage.get(d.candidate, (0, 0.0))
             self.operator_usage[d.candidate] = (spent[0] + tokens, spent[1] + d.cost_usd)
+        if d.slot == "evaluate" and d.consumer.startswith("evaluate:"):
+            taken = max(tokens, d.reserved_tokens)
+            self._eval_tokens(d.candidate, d.consumer.split(":")[1], None, taken)
         if d.status == 429 and d.code in ("max_model_tokens", "max_cost"):
             self.model_refused = d.error or f"the gateway refused a call ({d.code})"
+            self.model_refused_code = d.code
         self._track_outage(d)
 
     def _track_outage(self, d: E.ModelCall) -> None:

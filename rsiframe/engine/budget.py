@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,33 +67,64 @@ class BudgetGuard:
     def report(self, st: RunState, now: float | None = None) -> dict[str, Any]:
         return {"used": self.used(st, now), "limits": self.limits()}
 
-    def tokens_left(self, st: RunState) -> int | None:
-        """Model tokens the next evaluation may use (None: unlimited); the server reserves
-        each request's worst case before it runs, so a run never overdraws."""
+    def anchor_hold(self, st: RunState) -> int:
+        """Model tokens held for the champion's sealed evaluation (the anchor): its tasks at
+        the most tokens per task any evaluation took so far (a gateway call's reservation,
+        which is what the gateway admits it on, when that is more than it spent). Only the
+        anchor (and the seed's sealed evaluation) may spend them; 0 while no evaluation has
+        called a model. An estimate: a champion whose agent asks for more than any earlier
+        evaluation did may still be refused part of it, and its evaluation fails then."""
+        if self.budget.max_model_tokens is None:
+            return 0
+        return math.ceil(st.eval_tokens_per_task * self.costs.sealed)
+
+    def tokens_left(self, st: RunState, reserved: bool = False) -> int | None:
+        """Model tokens the next evaluation may use (None: unlimited), less the anchor's hold
+        unless it is the anchor (``reserved``); the server reserves each request's worst
+        case before it runs, so a run never overdraws."""
         b = self.budget
-        return None if b.max_model_tokens is None else max(0, b.max_model_tokens - st.tokens)
+        if b.max_model_tokens is None:
+            return None
+        held = 0 if reserved else self.anchor_hold(st)
+        return max(0, b.max_model_tokens - held - st.tokens)
 
     def exhausted(self, st: RunState) -> str | None:
         """Why the run's wall time, model tokens or cost are spent (None: they are not)."""
         return self._common(st)
 
-    def _common(self, st: RunState) -> str | None:
+    def _common(self, st: RunState, reserved: bool = False) -> str | None:
         b = self.budget
         if b.max_wall_seconds is not None and st.wall_seconds(time.time()) >= b.max_wall_seconds:
             return f"wall time reached {b.max_wall_seconds:g}s"
-        if b.max_model_tokens is not None and st.tokens >= b.max_model_tokens:
-            return f"model tokens reached {b.max_model_tokens}"
-        if b.max_model_tokens is not None and st.tokens_refused:
+        tokens = self._tokens_spent(st, reserved)
+        if tokens is not None:
+            return tokens
+        if b.max_cost is not None and st.cost >= b.max_cost:
+            return f"cost reached {b.max_cost:g}"
+        if st.model_refused is not None and not (
+            reserved and st.model_refused_code == "max_model_tokens"
+        ):  # the gateway's own count: fail closed
+            return f"the model gateway refused a call: {st.model_refused}"
+        return None
+
+    def _tokens_spent(self, st: RunState, reserved: bool) -> str | None:
+        """Why model tokens are spent for all but the anchor, or for it too (``reserved``):
+        a refusal before the limit was a request the tokens outside the hold could not
+        cover, so the anchor may still spend what is held."""
+        b = self.budget
+        if b.max_model_tokens is None:
+            return None
+        held = 0 if reserved else self.anchor_hold(st)
+        if st.tokens >= b.max_model_tokens - held:
+            why = f" ({held} held for the champion's sealed evaluation)" if held else ""
+            return f"model tokens reached {b.max_model_tokens}{why}"
+        if st.tokens_refused and not reserved:
             # the server reserves each request's worst case: a refusal means what is left
             # cannot pay for a request, so the allowance is spent as far as the run goes
             return (
                 f"model tokens reached {b.max_model_tokens} ({st.tokens} spent; the rest "
                 f"could not cover a request)"
             )
-        if b.max_cost is not None and st.cost >= b.max_cost:
-            return f"cost reached {b.max_cost:g}"
-        if st.model_refused is not None:  # the gateway's own count: fail closed
-            return f"the model gateway refused a call: {st.model_refused}"
         return None
 
     def plan_done(self, st: RunState) -> str | None:
@@ -128,8 +160,15 @@ class BudgetGuard:
         children in flight may still spend (each as much as the costliest child so far)."""
         b = self.budget
         tokens, cost = in_flight_usage(st)
-        if b.max_model_tokens is not None and st.tokens + tokens > b.max_model_tokens:
-            return f"model tokens would exceed {b.max_model_tokens} with the children in flight"
+        if b.max_model_tokens is not None:
+            # their evaluations' model calls, and the anchor's hold, at the run's own rate
+            runs = self.costs.per_child + pending_task_runs(st, self.costs)
+            tokens += math.ceil(st.eval_tokens_per_task * runs) + self.anchor_hold(st)
+            if st.tokens + tokens > b.max_model_tokens:
+                return (
+                    f"model tokens would exceed {b.max_model_tokens} with the children in "
+                    f"flight, their evaluations and the champion's sealed evaluation"
+                )
         if b.max_cost is not None and st.cost + cost > b.max_cost:
             return f"cost would exceed {b.max_cost:g} with the children in flight"
         if b.max_candidates is not None and st.children() >= b.max_candidates:
@@ -157,7 +196,7 @@ class BudgetGuard:
             room = b.max_task_runs - (0 if reserved else self.costs.sealed)
             if st.task_runs + tasks > room:
                 return f"task runs would exceed {b.max_task_runs}"
-        return self._common(st)
+        return self._common(st, reserved)
 
     def refuse_task_runs(self, st: RunState, tasks: int, unfolded: int = 0) -> str | None:
         """Why ``tasks`` uncertified task runs (a minibatch, a rollout) may not start, with

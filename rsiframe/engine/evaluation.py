@@ -62,6 +62,15 @@ class Stage:
     on_fail: str = "reject"  # or "archive": admitted with this stage's score (DGM)
 
 
+#: the gateway's refusals for the run's budget (an allowance is the operation's own cap)
+BUDGET_CODES = ("max_model_tokens", "max_cost")
+
+
+class BudgetRefused(RuntimeError):
+    """An evaluation's agent was refused a model call for the run's budget: the attempt
+    fails (evidence kept, ``resume --retry-failed``) instead of being certified."""
+
+
 def base_split(name: str) -> str:
     """The task-lock split a stage's evaluation runs on (``train@1`` -> ``train``)."""
     return name.split("@", 1)[0]
@@ -195,11 +204,12 @@ class TaskRunner:
         self._reserved: dict[int, int] = {}  # token reservations of runs in flight
         self._unfolded = 0  # tokens reported by workers, not yet folded by the writer
 
-    def reserve_tokens(self, key: int) -> int | None:
+    def reserve_tokens(self, key: int, anchor: bool = False) -> int | None:
         """This run's token limit: an equal share of what no run in flight has reserved,
-        so K evaluations in flight never overdraw ``max_model_tokens`` together."""
+        so K evaluations in flight never overdraw ``max_model_tokens`` together; only a
+        sealed evaluation (``anchor``) may share in the tokens held for the anchor."""
         with self._tokens:
-            left = self.budget.tokens_left(self.state)
+            left = self.budget.tokens_left(self.state, reserved=anchor)
             if left is None:
                 return None
             free = max(0, left - sum(self._reserved.values()) - self._unfolded)
@@ -218,11 +228,16 @@ class TaskRunner:
             self._unfolded = max(0, self._unfolded - notice.data.tokens)
 
     def model_hooks(
-        self, cid: str, split: str, attempt: int = 0, opened: list[Any] | None = None
+        self,
+        cid: str,
+        split: str,
+        attempt: int = 0,
+        opened: list[Any] | None = None,
+        refused: list[int] | None = None,
     ) -> dict[str, Any]:
         """Evaluator hooks: the gateway endpoint of ``evaluator.config.model`` (each one
         opened is added to ``opened``); of a D/T/H build, record the model built and
-        charge the tokens."""
+        charge the tokens (requests its server refused for the budget: into ``refused``)."""
         hooks = self.gateway_hooks(cid, split, opened)
         if self.evaluator.builder is None:
             return hooks  # no build, no model, no tokens
@@ -232,6 +247,8 @@ class TaskRunner:
                 self.emit(E.ModelBuilt(id=cid, split=split, attempt=attempt, model=model))
 
         def on_usage(usage: dict[str, int]) -> None:
+            if usage.get("refused") and refused is not None:
+                refused.append(usage["refused"])
             if usage.get("total_tokens") or usage.get("refused"):
                 with self._tokens:  # counted until the writer folds it (see folded)
                     self._unfolded += usage.get("total_tokens") or 0
@@ -242,7 +259,7 @@ class TaskRunner:
             **hooks,
             "on_built": on_built,
             "on_usage": on_usage,
-            "token_limit": self.reserve_tokens(threading.get_ident()),
+            "token_limit": self.reserve_tokens(threading.get_ident(), split == "sealed"),
         }
 
     def gateway_hooks(
@@ -262,7 +279,9 @@ class TaskRunner:
 
         def model_endpoint() -> Any:
             name = f"evaluate:{split}:{cid}"
-            ep = gw.sandbox_endpoint(name, model=model, candidate=cid, slot="evaluate")
+            ep = gw.sandbox_endpoint(
+                name, model=model, candidate=cid, slot="evaluate", anchor=split == "sealed"
+            )
             if opened is not None:
                 opened.append(ep)
             return ep
@@ -289,7 +308,8 @@ class TaskRunner:
             self.progress.tasks(cid, split, done, len(task_ids))
 
         opened: list[Any] = []  # the evaluation's gateway endpoints, revoked after it
-        hooks = self.model_hooks(cid, split, attempt, opened)
+        refused: list[int] = []  # its served model's refusals for the budget
+        hooks = self.model_hooks(cid, split, attempt, opened, refused)
         try:
             # executor hook (issue 11.3): the one place an evaluation of a verified export runs
             out = self.executor.run(
@@ -299,15 +319,21 @@ class TaskRunner:
             self.release_tokens(threading.get_ident())
             called = self._revoke(opened)  # its calls become model_call events now
         self.timings.add(self.timings.tasks, cid, out.task_seconds)
-        return out if called is None else dataclasses.replace(out, models_called=called)
+        why = _budget_refusal(called, sum(refused))
+        if why is not None:
+            raise BudgetRefused(
+                f"{why}; not certified, as its score would be the budget's, not the candidate's"
+            )
+        return out if called is None else dataclasses.replace(out, models_called=called["models"])
 
-    def _revoke(self, opened: list[Any]) -> dict[str, dict[str, int]] | None:
+    def _revoke(self, opened: list[Any]) -> dict[str, Any] | None:
         """Revoke an evaluation's gateway endpoints; what its agent called, per model
-        (None: the evaluator gives its agent no model)."""
+        (``models``), and the gateway's refusals among its calls by code (``refusals``);
+        None: the evaluator gives its agent no model."""
         revoke = getattr(self.gateway, "revoke_endpoints", None)
         if getattr(self.evaluator.config, "model", None) is None or revoke is None:
             return None
-        return dict(revoke(*opened)["models"]) if opened else {}
+        return revoke(*opened) if opened else {"models": {}, "refusals": {}}
 
     def instructions(self, task_ids: list[str]) -> dict[str, str]:
         """Each task's instruction (train tasks: what operators may show a model)."""
@@ -330,6 +356,24 @@ class TaskRunner:
             }
             for r in sorted(out.runs.values(), key=lambda r: r.task_id)
         ]
+
+
+def _budget_refusal(called: dict[str, Any] | None, served_refused: int) -> str | None:
+    """Why an evaluation's agent was refused a model call for the run's budget: by the
+    gateway (``called``: its endpoints' report) or by its served model (None: it was not)."""
+    by_code = {k: v for k, v in (called or {}).get("refusals", {}).items() if k in BUDGET_CODES}
+    if by_code:
+        codes = ", ".join(sorted(by_code))
+        return (
+            f"the model gateway refused this evaluation's agent a call for the run's budget "
+            f"({codes}): {next(iter(by_code.values()))}"
+        )
+    if served_refused:
+        return (
+            f"the served model refused this evaluation's agent {served_refused} request(s) "
+            f"for the run's budget (max_model_tokens)"
+        )
+    return None
 
 
 def _verifier_tail(trajectory: dict[str, Any]) -> str:

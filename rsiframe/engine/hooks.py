@@ -25,6 +25,8 @@ class Lifecycle(Enum):
     EVENT_WRITTEN = "event_written"  # appended, signed and chained (the fold comes first)
     TASK_RUNS_CHARGED = "task_runs_charged"  # uncertified task runs charged (max_task_runs)
     MODEL_TOKENS_SPENT = "model_tokens_spent"  # an evaluation's served model spent tokens
+    #: an evaluation's agent spent model tokens (its served model, or the gateway's model)
+    EVALUATION_TOKENS = "evaluation_tokens"
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ def kinds_of(data: E.EventData) -> list[Lifecycle]:
         kinds.append(Lifecycle.TASK_RUNS_CHARGED)
     if isinstance(data, E.UsageSpent) and data.slot == EVALUATE:
         kinds.append(Lifecycle.MODEL_TOKENS_SPENT)
+    if isinstance(data, (E.UsageSpent, E.ModelCall)) and data.slot == EVALUATE:
+        kinds.append(Lifecycle.EVALUATION_TOKENS)
     return kinds
 
 

@@ -111,7 +111,12 @@ class Engine:
     def _start_models(self) -> RunModels | None:
         try:
             return RunModels.start(
-                self.paths.root, self.recipe, self.state, self.emit, self.archive.put
+                self.paths.root,
+                self.recipe,
+                self.state,
+                self.emit,
+                self.archive.put,
+                held=self.budget.anchor_hold(self.state),
             )
         except BaseException:
             self.lock.release()
@@ -185,6 +190,13 @@ class Engine:
         self.hooks.add_hook(Lifecycle.MODEL_TOKENS_SPENT, self.tasks.on_tokens_spent)
         if self.models is not None:
             self.hooks.add_hook(Lifecycle.MODEL_TOKENS_SPENT, self.models.on_tokens_spent)
+            self.hooks.add_hook(Lifecycle.EVALUATION_TOKENS, self._hold_for_anchor)
+
+    def _hold_for_anchor(self, notice: Notice) -> None:
+        """Keep the gateway's hold for the champion's sealed evaluation at the budget's:
+        the anchor's tasks at the most tokens per task an evaluation spent so far."""
+        assert self.models is not None
+        self.models.hold(self.budget.anchor_hold(self.state))
 
     def _violated(self, violation: dict[str, Any]) -> None:
         """An operator read beyond its view: recorded at once, even if it swallows the error."""
@@ -344,17 +356,23 @@ class Engine:
         if (dead := health.dead_seed(seed)) is not None:  # a broken setup, not a low score
             if self.inflight.jobs:  # the seed's other splits (side by side) settle first
                 return WAIT
-            # unless the allowance refused the seed's model calls: then the budget is spent
-            spent = self.budget.exhausted(self.state)
-            return self._finish(*(("budget_exhausted", spent) if spent else ("failed", dead)))
+            return self._seed_unevaluated(dead)
         step = self._pending_step()
         if step is not None:
             return step()
         if seed.state != "admitted":
             if self.inflight.jobs or seed.state in ("mutated", "evaluating", "certified"):
                 return WAIT
-            return self._finish("failed", seed_failure(seed))
+            return self._seed_unevaluated(seed_failure(seed))
         return self._grow()
+
+    def _seed_unevaluated(self, why: str) -> str:
+        """The run ends without an admitted seed: ``failed`` (``why``), unless the budget
+        refused the seed's model calls: then it is spent, and the run ends that way."""
+        spent = self.budget.exhausted(self.state)
+        if spent is None:
+            return self._finish("failed", why)
+        return self._finish("budget_exhausted", f"the seed could not be evaluated: {spent}")
 
     def _record_seed(self, seed: Candidate | None) -> None:
         """The seed's two events (its commit was made with the run folder)."""

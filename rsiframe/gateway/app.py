@@ -180,6 +180,8 @@ class Consumer:
     draws: tuple[str, str] | None = None
     allowance: Allowance | None = None
     usage: ModelUsage = field(default_factory=ModelUsage)  # what it called, per model
+    #: it may spend the tokens held for the champion's sealed evaluation (:attr:`Gateway.held`)
+    anchor: bool = False
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,9 @@ class Gateway:
         self._sandboxes: dict[str, Any] = {}  # token -> the server of its socket
         #: tokens and cost the run spent outside this gateway (an evaluation's served model)
         self.elsewhere = (0, 0.0)
+        #: of ``max_model_tokens``, the tokens only an ``anchor`` consumer may spend (the
+        #: champion's sealed evaluation; the engine sizes it from its evaluations' calls)
+        self.held = 0
         self._lock = threading.Lock()
         self._upstreams: dict[str, _Upstream] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -331,12 +336,14 @@ class Gateway:
         allowance: int | None = None,
         share: str | None = None,
         draws: tuple[str, str] | None = None,
+        anchor: bool = False,
     ) -> Consumer:
         """Mint a token for one consumer (an operator call or a sandbox), bound to
         ``models`` (None: every declared model); ``allowance`` caps the tokens it may
         spend in all (``max_tokens_per_mutation``), shared with the consumer whose token is
         ``share`` (one operation's tokens draw on one allowance); ``draws``: the
-        (candidate, consumer name) whose sampled requests it repeats (a retaken proposal)."""
+        (candidate, consumer name) whose sampled requests it repeats (a retaken proposal);
+        ``anchor``: it may spend the tokens :attr:`held`."""
         with self._lock:
             owner = self.consumers.get(share) if share else None
             pool = owner.allowance if owner is not None else None
@@ -350,6 +357,7 @@ class Gateway:
                 frozenset(models) if models is not None else None,
                 allowance=pool,
                 draws=draws,
+                anchor=anchor,
             )
             self.consumers[c.token] = c
         return c
@@ -393,6 +401,7 @@ class Gateway:
         allowance: int | None = None,
         share: str | None = None,
         draws: tuple[str, str] | None = None,
+        anchor: bool = False,
     ) -> SandboxEndpoint:
         """A Unix socket in a folder of its own, served by this gateway, with a token bound
         to ``model`` alone."""
@@ -406,6 +415,7 @@ class Gateway:
             allowance=allowance,
             share=share,
             draws=draws,
+            anchor=anchor,
         )
         folder = self.socket_root / secrets.token_hex(8)
         folder.mkdir(parents=True, mode=0o700)
@@ -553,14 +563,16 @@ class Gateway:
             used_tokens = used.tokens + self.elsewhere[0]
             used_cost = used.cost_usd + self.elsewhere[1]
             lim = self.limits
+            held = 0 if consumer.anchor else self.held
             if lim.max_model_tokens is not None and (
-                used_tokens + self._reserved.tokens + r.tokens > lim.max_model_tokens
+                used_tokens + self._reserved.tokens + r.tokens > lim.max_model_tokens - held
             ):
+                why = f", {held} held for the champion's sealed evaluation" if held else ""
                 raise GatewayError(
                     429,
                     f"model token budget exhausted ({used_tokens} used, "
                     f"{self._reserved.tokens} reserved, {r.tokens} asked, "
-                    f"limit {lim.max_model_tokens})",
+                    f"limit {lim.max_model_tokens}{why})",
                     "budget_exhausted",
                     "max_model_tokens",
                 )

@@ -4,8 +4,9 @@ The engine (:mod:`rsiframe.gateway.runmodels`) starts it with the provider keys 
 environment and keeps its stdin open; nothing else of the run holds a key. Protocol:
 
 1. the engine writes one JSON line: ``{"models": {...}, "limits": {...}, "elsewhere":
-   [tokens, cost]}`` (the recipe's ``models:``, the budget keys, and what the run spent
-   outside the gateway, e.g. an evaluation's served model);
+   [tokens, cost], "held": tokens}`` (the recipe's ``models:``, the budget keys, what the
+   run spent outside the gateway, e.g. an evaluation's served model, and the tokens held
+   for the champion's sealed evaluation);
 2. this process takes ``STATE/gateway.lock`` (a gateway of the same run that is still
    finishing its calls is waited for, so a resumed run sees every call it paid for),
    opens the ledger, starts the gateway on 127.0.0.1 and an admin socket in a folder only
@@ -14,9 +15,10 @@ environment and keeps its stdin open; nothing else of the run holds a key. Proto
    calls in flight still finish and are recorded (a sent call is paid for), and it exits.
 
 The admin socket mints and revokes consumer tokens and sandbox endpoints for the engine
-(``POST /consumer``, ``/sandbox``, ``/revoke``, ``/elsewhere``); sandboxes never see it.
-A consumer is minted bound to ``models`` (a sandbox endpoint to its one ``model``) and may
-``share`` the allowance of an earlier token; ``/revoke`` answers what each revoked token
+(``POST /consumer``, ``/sandbox``, ``/revoke``, ``/elsewhere``, ``/hold``); sandboxes never
+see it. A consumer is minted bound to ``models`` (a sandbox endpoint to its one ``model``),
+may ``share`` the allowance of an earlier token, and only an ``anchor`` one may spend the
+tokens held (``/hold``); ``/revoke`` answers what each revoked token
 called (``{"usage": {token: {"models": ..., "refusals": ...}}}``).
 
     python -m rsiframe.gateway.process --state RUN/model-calls < config-line
@@ -101,6 +103,7 @@ def admin_app(gw: Gateway, token: str) -> Starlette:
             allowance=body.get("allowance"),
             share=body.get("share"),
             draws=_draws(body),
+            anchor=bool(body.get("anchor")),
         )
         minted[c.token] = c
         return JSONResponse({"token": c.token})
@@ -119,6 +122,7 @@ def admin_app(gw: Gateway, token: str) -> Starlette:
             allowance=body.get("allowance"),
             share=body.get("share"),
             draws=_draws(body),
+            anchor=bool(body.get("anchor")),
         )
         minted[ep.token] = gw.consumers[ep.token]
         return JSONResponse({"name": ep.name, "folder": str(ep.folder), "token": ep.token})
@@ -141,12 +145,20 @@ def admin_app(gw: Gateway, token: str) -> Starlette:
         gw.elsewhere = (int(body["tokens"]), float(body["cost"]))
         return JSONResponse({})
 
+    async def hold(request: Request) -> Response:
+        body, refused = await guarded(request)
+        if body is None:
+            return refused or JSONResponse({}, 400)
+        gw.held = max(0, int(body["tokens"]))
+        return JSONResponse({})
+
     return Starlette(
         routes=[
             Route("/consumer", consumer, methods=["POST"]),
             Route("/sandbox", sandbox, methods=["POST"]),
             Route("/revoke", revoke, methods=["POST"]),
             Route("/elsewhere", elsewhere, methods=["POST"]),
+            Route("/hold", hold, methods=["POST"]),
         ]
     )
 
@@ -159,6 +171,7 @@ def serve(state: Path, config: dict[str, Any]) -> tuple[Gateway, str, str]:
     gw = Gateway(models, Ledger(state), limits=limits, archive=archive).start()
     tokens, cost = config.get("elsewhere", [0, 0.0])
     gw.elsewhere = (int(tokens), float(cost))
+    gw.held = int(config.get("held", 0))
     admin_dir = gw.socket_root / ("admin-" + secrets.token_hex(8))
     admin_dir.mkdir(mode=0o700)
     path = admin_dir / ADMIN_SOCKET

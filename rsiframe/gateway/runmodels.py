@@ -115,13 +115,14 @@ class RunModels:
         state: RunState,
         emit: Callable[[E.EventData], object],
         put: Callable[[bytes], str],
+        held: int = 0,
     ) -> RunModels | None:
         """Start the gateway of the run in ``root`` (None without ``models:``): its ledger
         entries become ``model_call`` events (``emit``, from any thread; evidence stored
         with ``put``); the caller drains it once (:meth:`drain`) to catch up the calls
         recorded after an earlier driver died (once its hooks fold them). Operator calls run in
         :meth:`scope`; :meth:`on_tokens_spent` is the hook that brings an evaluation's
-        spend to the gateway's limits."""
+        spend to the gateway's limits; ``held``: the tokens held for the anchor (:meth:`hold`)."""
         if not recipe.models:
             return None
         evidence = root / FOLDER / "evidence"
@@ -136,6 +137,7 @@ class RunModels:
             state,
             elsewhere=spent_elsewhere(state),
             seen=state.model_seen,
+            held=held,
         )
         return models
 
@@ -148,6 +150,7 @@ class RunModels:
         *,
         elsewhere: tuple[int, float] = (0, 0.0),
         seen: Callable[[int], bool] = lambda seq: False,
+        held: int = 0,
     ) -> None:
         """``state``: the run's folded state, which :meth:`on_tokens_spent` reads."""
         self.folder = folder
@@ -160,7 +163,7 @@ class RunModels:
         #: gateway's own record: (candidate, slot) -> the failure
         self._outages: dict[tuple[str, str], str] = {}
         self._keys: dict[str, str] = {}
-        self._proc = self._spawn(elsewhere)
+        self._proc = self._spawn(elsewhere, held)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
         if not line:
@@ -178,13 +181,15 @@ class RunModels:
             timeout=30,
         )
         self._elsewhere = elsewhere
+        self._held = held
 
-    def _spawn(self, elsewhere: tuple[int, float]) -> subprocess.Popen[str]:
+    def _spawn(self, elsewhere: tuple[int, float], held: int) -> subprocess.Popen[str]:
         b = self.recipe.budget
         config = {
             "models": {n: m.model_dump(mode="json") for n, m in self.recipe.models.items()},
             "limits": {"max_model_tokens": b.max_model_tokens, "max_cost": b.max_cost},
             "elsewhere": list(elsewhere),
+            "held": held,
         }
         if (self.folder / REPLAY_OF).is_file():  # a replay: no endpoint, only the archive
             config["archive"] = (self.folder / REPLAY_OF).read_text().strip()
@@ -235,6 +240,13 @@ class RunModels:
             self._elsewhere = (tokens, cost)
             self._post("/elsewhere", {"tokens": tokens, "cost": cost})
 
+    def hold(self, tokens: int) -> None:
+        """Hold ``tokens`` of ``max_model_tokens`` for anchor consumers (the champion's
+        sealed evaluation): no other call may spend them."""
+        if tokens != self._held:
+            self._held = tokens
+            self._post("/hold", {"tokens": tokens})
+
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
             r = self._admin.post(path, json=body)
@@ -255,15 +267,17 @@ class RunModels:
         allowance: int | None = None,
         share: str | None = None,
         draws: tuple[str, str] | None = None,
+        anchor: bool = False,
     ) -> SandboxEndpoint:
         """A socket and token of the gateway for one sandbox (e.g. an evaluation's agent),
-        bound to ``model``; revoke it with :meth:`revoke_endpoints` when that sandbox is
-        done."""
+        bound to ``model`` (``anchor``: it may spend the tokens held, see :meth:`hold`);
+        revoke it with :meth:`revoke_endpoints` when that sandbox is done."""
         who: dict[str, Any] = {
             "candidate": candidate,
             "slot": slot,
             "allowance": allowance,
             "share": share,
+            "anchor": anchor,
         }
         if draws is not None:
             who["draws"] = list(draws)

@@ -430,6 +430,83 @@ def agent_cap(t: Trial) -> list[str]:
     return problems + ([] if kids else ["no child was proposed"]) + sound(exp)
 
 
+# -- the tokens held for the champion's sealed evaluation -----------------------------------
+
+#: ``anchor_hold``'s mutate script: the first child's agent asks once and answers its level
+#: (6); every later child's agent asks as long as the gateway answers, then answers the same
+HOLD_MUTATE = r"""import os, shutil
+cid = os.environ.get("RSI_CANDIDATE_ID", "")
+open("config.yaml", "w").write("level: 6\nstyle: plain\nchild: %s\n" % cid)
+here = os.path.dirname(os.path.abspath(__file__))
+shutil.copy(os.path.join(here, "honest.py" if cid == "c0001" else "greedy.py"), "agent.py")
+"""
+HONEST_SIX = HARNESS + 'ask(os.environ["RSI_MODEL"])\nopen("answer.txt", "w").write("6")\n'
+GREEDY_SIX = (
+    HARNESS
+    + r"""
+for _ in range(500):
+    if ask(os.environ["RSI_MODEL"], max_tokens=MAX, temperature=1) is None:  # paid, each
+        break
+open("answer.txt", "w").write("6")
+"""
+)
+
+
+def _hold_setup(t: Trial, url: str) -> tuple[Experiment, int]:
+    """Two generations of one child: an honest champion-to-be, then a greedy agent; a
+    budget that lets the greedy one start (the seed, the champion, its own tasks and the
+    anchor's at what the seed's calls reserved) with a little room to drain."""
+    exp = t.experiment(generations=2, children=1)
+    exp.data["models"] = declared(url, "weak")
+    exp.data["evaluator"]["config"]["model"] = "weak"
+    (exp.seed / "agent.py").write_text(EVAL_AGENT)
+    (exp.seed / "fixed" / "hold.py").write_text(HOLD_MUTATE)
+    (exp.seed / "fixed" / "honest.py").write_text(HONEST_SIX)
+    greedy = GREEDY_SIX.replace("MAX", str(t.rng.randint(20, 60)))
+    (exp.seed / "fixed" / "greedy.py").write_text(greedy)
+    exp.data["slots"]["mutate"] = {
+        "operator": "script",
+        "config": {"command": ["python3", "fixed/hold.py"]},
+    }
+    # a call spends ~4 tokens and reserves ~11: the seed and the champion (10 calls spent),
+    # the greedy child's 4 tasks and the anchor's 2 (reserved) fit in 140
+    limit = 150 + t.rng.randint(0, 60)
+    exp.data["budget"] = {"max_generations": 2, "max_model_tokens": limit}
+    exp.write_recipe()
+    return exp, limit
+
+
+def anchor_hold(t: Trial) -> list[str]:
+    """A candidate's agent that spends all it can during its evaluation cannot reach the
+    tokens held for the champion's sealed evaluation: its calls past what is left are
+    refused (429), its evaluation is not certified, and the champion gets its sealed score
+    from the hold; nothing is billed past max_model_tokens."""
+    with provider([Answer(content="1", model="weak-up", repeat=True)]) as (stub, url):
+        exp, limit = _hold_setup(t, url)
+        problems, ok = check_exit(exp.run(), "run")
+        spent = billed(stub)
+    if not ok:
+        return problems
+    if spent > limit:
+        problems.append(f"the provider billed {spent} tokens past max_model_tokens {limit}")
+    calls = model_calls(exp)
+    greedy = [c for c in calls if c["candidate"] == "c0002"]
+    if not any(c["status"] == 429 and c["code"] == "max_model_tokens" for c in greedy):
+        problems.append(f"the greedy agent was never refused: {len(greedy)} call(s)")
+    loaded = load_run(exp.run_dir)
+    kid = loaded.state.candidates.get("c0002")
+    if kid is None or any(kid.record(s) for s in ("train", "gate")):
+        problems.append("the greedy child was certified (or never proposed)")
+    champ = loaded.state.champion()
+    if champ is None or champ.id != "c0001" or champ.record("sealed") is None:
+        got = (champ.id, champ.record("sealed")) if champ else None
+        problems.append(f"the honest champion c0001 has no sealed score from the hold: {got}")
+    if loaded.run_state() not in ("finished", "budget_exhausted"):
+        problems.append(f"the run is {loaded.run_state()}, not finished or budget_exhausted")
+    # reproduce would need the model: the certificates and the chain are checked
+    return problems + [f"verify: {p}" for p in verify(exp.run_dir).problems]
+
+
 # -- item 6: a YAML alias bomb in Harbor's agent_config ---------------------------------------
 
 #: run in a child with an address-space limit: the driver's steps before Harbor starts
@@ -526,6 +603,7 @@ def encoded_contamination(t: Trial) -> list[str]:
 GATEWAY_SCENARIOS: dict[str, Callable[[Trial], list[str]]] = {
     "model_swap": model_swap,
     "budget_overdraw": budget_overdraw,
+    "anchor_hold": anchor_hold,
     "agent_cap": agent_cap,
     "yaml_alias_agent_config": yaml_alias_agent_config,
     "encoded_contamination": encoded_contamination,

@@ -124,3 +124,19 @@ def test_the_token_budget_fails_closed(tmp_path: Path, monkeypatch) -> None:  # 
     # and a refused request ends the run as budget exhausted
     used = status["budget"]["used"]["model_tokens"]
     assert used <= 100
+    # an evaluation whose agent the served model refused for the budget is not certified:
+    # its tasks' scores would be the budget's, not the candidate's
+    evs = events(out)
+    refused = {
+        (e["data"]["id"], e["data"]["split"], e["data"]["attempt"])
+        for e in evs
+        if e["type"] == "usage" and e["data"].get("refused")
+    }
+    certified = {
+        (e["data"]["id"], e["data"]["split"], e["data"]["attempt"])
+        for e in evs
+        if e["type"] == "evaluation_certified"
+    }
+    assert refused and not refused & certified
+    failed = [e["data"]["error"] for e in evs if e["type"] == "evaluation_failed"]
+    assert any("refused this evaluation's agent" in f for f in failed)

@@ -95,7 +95,8 @@ def test_a_child_is_refused_while_children_in_flight_could_spend_what_is_left(
     guard = BudgetGuard(Budget(max_model_tokens=1000))
     assert in_flight_usage(signed_run.state) == (float("inf"), float("inf"))
     assert guard.refuse_candidate(signed_run.state) == (
-        "model tokens would exceed 1000 with the children in flight"
+        "model tokens would exceed 1000 with the children in flight, their evaluations and "
+        "the champion's sealed evaluation"
     )
     signed_run.emit(
         E.ModelCall(
@@ -109,6 +110,81 @@ def test_a_child_is_refused_while_children_in_flight_could_spend_what_is_left(
     assert guard.refuse_candidate(signed_run.state) is None
     signed_run.propose("c0003", SEED, 1)  # 300 + 3 x 300 > 1000
     assert guard.refuse_candidate(signed_run.state) is not None
+
+
+def _evaluation_call(cid: str, split: str, tokens: int, seq: int) -> E.ModelCall:
+    """A call an evaluation's agent made through the gateway (its consumer names the split)."""
+    return E.ModelCall(
+        seq=seq,
+        candidate=cid,
+        slot="evaluate",
+        consumer=f"evaluate:{split}:{cid}",
+        prompt_tokens=tokens,
+    )
+
+
+def test_the_sealed_anchor_keeps_model_tokens_sized_from_the_runs_evaluations(
+    signed_run: SignedRun,
+) -> None:
+    """A run whose evaluations call the model holds, for the champion's sealed evaluation,
+    its tasks at the most tokens per task any evaluation spent: the run stops short of it,
+    and only the anchor may spend it (a run that ran dry before its anchor lost its score)."""
+    costs = TaskCosts({"train": 1, "gate": 1}, ("train", "gate"), sealed=2)
+    guard = BudgetGuard(Budget(max_model_tokens=1000), costs=costs)
+    signed_run.seed()  # one task per split
+    st = signed_run.state
+    assert guard.anchor_hold(st) == 0  # no evaluation has called a model
+    signed_run.emit(_evaluation_call(SEED, "sealed", 60, 1))
+    signed_run.emit(_evaluation_call(SEED, "train", 100, 2))  # the costliest per task
+    assert st.candidates[SEED].latest("train").tokens == 100  # type: ignore[union-attr]
+    assert guard.anchor_hold(st) == 200  # 2 sealed tasks x 100
+    st.reindex()  # as a resume from the state snapshot rebuilds it: from the attempts
+    assert guard.anchor_hold(st) == 200
+    assert guard.tokens_left(st) == 1000 - 160 - 200
+    assert guard.tokens_left(st, reserved=True) == 1000 - 160
+    signed_run.emit(E.ModelCall(seq=3, candidate="c0001", slot="mutate", prompt_tokens=640))
+    assert st.tokens == 800
+    reason = "model tokens reached 1000 (200 held for the champion's sealed evaluation)"
+    assert guard.exhausted(st) == reason
+    assert guard.refuse_evaluation(st, tasks=1) == reason
+    assert guard.refuse_evaluation(st, reserved=True) is None  # the anchor may spend it
+    assert guard.tokens_left(st) == 0
+
+
+def test_a_refusal_the_hold_caused_stops_the_run_but_not_its_anchor(
+    signed_run: SignedRun,
+) -> None:
+    guard = BudgetGuard(Budget(max_model_tokens=1000), costs=TaskCosts(sealed=1))
+    signed_run.seed()
+    signed_run.emit(_evaluation_call(SEED, "sealed", 300, 1))
+    refused = E.ModelCall(seq=2, slot="mutate", status=429, code="max_model_tokens", error="no")
+    signed_run.emit(refused)
+    st = signed_run.state
+    assert guard.exhausted(st) == "the model gateway refused a call: no"
+    assert guard.refuse_evaluation(st, reserved=True) is None
+    # a served model's refusal (tokens_refused) likewise
+    signed_run.emit(E.UsageSpent(id=SEED, slot="evaluate", refused=1))
+    assert guard.refuse_evaluation(st, reserved=True) is None
+    # cost holds nothing back: a cost refusal stops the anchor too
+    signed_run.emit(E.ModelCall(seq=3, slot="mutate", status=429, code="max_cost", error="$"))
+    assert guard.refuse_evaluation(st, reserved=True) == "the model gateway refused a call: $"
+
+
+def test_a_child_is_refused_while_its_evaluations_and_the_anchor_could_not_be_paid(
+    signed_run: SignedRun,
+) -> None:
+    """A new child needs tokens for its own evaluations (train 2 + gate 2 tasks, at the
+    run's 50 per task) and those of the children in flight, besides the anchor's hold."""
+    costs = TaskCosts({"train": 2, "gate": 2}, ("train", "gate"), sealed=2)
+    signed_run.seed()
+    signed_run.emit(_evaluation_call(SEED, "train", 50, 1))  # 50 per task
+    st = signed_run.state
+    # spent 50; a new child: 4 x 50 = 200; the anchor: 2 x 50 = 100
+    assert BudgetGuard(Budget(max_model_tokens=350), costs=costs).refuse_candidate(st) is None
+    assert BudgetGuard(Budget(max_model_tokens=349), costs=costs).refuse_candidate(st)
+    signed_run.child("c0001", gate=None)  # in flight, its train and gate not started
+    assert BudgetGuard(Budget(max_model_tokens=550), costs=costs).refuse_candidate(st) is None
+    assert BudgetGuard(Budget(max_model_tokens=549), costs=costs).refuse_candidate(st)
 
 
 def test_evaluations_in_flight_are_counted_before_they_start(signed_run: SignedRun) -> None:

@@ -117,14 +117,14 @@ def test_evaluations_in_flight_share_the_model_token_budget() -> None:
     from types import SimpleNamespace
 
     from rsiframe.archive import events as E
-    from rsiframe.engine.budget import BudgetGuard
+    from rsiframe.engine.budget import BudgetGuard, TaskCosts
     from rsiframe.engine.evaluation import TaskRunner
     from rsiframe.engine.hooks import Lifecycle, Notice
     from rsiframe.recipe.schema import Budget
     from rsiframe.slots.calls import Timings
 
-    state = SimpleNamespace(tokens=200)
-    budget = BudgetGuard(Budget(max_model_tokens=1000))
+    state = SimpleNamespace(tokens=200, eval_tokens_per_task=0.0)
+    budget = BudgetGuard(Budget(max_model_tokens=1000), costs=TaskCosts(sealed=3))
 
     def runner(share: int) -> TaskRunner:
         return TaskRunner(None, None, None, None, None, budget, state, Timings(), share=share)  # type: ignore[arg-type]
@@ -141,6 +141,13 @@ def test_evaluations_in_flight_share_the_model_token_budget() -> None:
     tr.on_tokens_spent(Notice(Lifecycle.MODEL_TOKENS_SPENT, None, usage))  # type: ignore[arg-type]
     tr.release_tokens(9)
     assert tr.reserve_tokens(9) == 800
+    tr.release_tokens(9)
+    # evaluations spent 50 tokens per task: the 3 sealed tasks' 150 are held for the
+    # champion's sealed evaluation, which alone may be granted them
+    state.eval_tokens_per_task = 50.0
+    assert tr.reserve_tokens(9) == 650
+    tr.release_tokens(9)
+    assert tr.reserve_tokens(9, anchor=True) == 800
 
 
 SPY_SELECT = """

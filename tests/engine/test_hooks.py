@@ -30,8 +30,15 @@ from tests.support.runlog import SEED, SignedRun
         ),
         (
             E.UsageSpent(id="c1", slot=EVALUATE, tokens=5),
-            [Lifecycle.EVENT_WRITTEN, Lifecycle.MODEL_TOKENS_SPENT],
+            [Lifecycle.EVENT_WRITTEN, Lifecycle.MODEL_TOKENS_SPENT, Lifecycle.EVALUATION_TOKENS],
         ),
+        # an evaluation's agent calling the gateway's model: no served model to meter, but
+        # its tokens size the hold for the champion's sealed evaluation
+        (
+            E.ModelCall(seq=1, slot=EVALUATE, consumer="evaluate:train:c1"),
+            [Lifecycle.EVENT_WRITTEN, Lifecycle.EVALUATION_TOKENS],
+        ),
+        (E.ModelCall(seq=1, slot="mutate", consumer="mutate:c1"), [Lifecycle.EVENT_WRITTEN]),
         # an operator's own report of its usage is no evaluation's metered model
         (E.UsageSpent(id="c1", slot="mutate", tokens=5), [Lifecycle.EVENT_WRITTEN]),
     ],

@@ -139,6 +139,23 @@ def test_budget_exhausted_by_tokens_fails_closed_before_the_provider(rig: Rig) -
     assert [e["status"] for e in rig.entries()] == [200, 429]
 
 
+@scripted([Answer(content="x" * 40, repeat=True)], Limits(max_model_tokens=300), {})
+def test_tokens_held_for_the_anchor_are_spent_by_the_anchor_alone(rig: Rig) -> None:
+    """The engine holds part of the budget for the champion's sealed evaluation: any other
+    consumer is refused a call that would reach into it, before the provider; an anchor
+    consumer's call is not."""
+    rig.gw.held = 150
+    other = llm.GatewayClient(rig.gw.url, rig.gw.consumer("mutate:c0001").token)
+    with pytest.raises(llm.BudgetExhausted, match="150 held for the champion's sealed"):
+        other.chat("p", MSG, max_tokens=200)  # fits 300, not the 150 outside the hold
+    assert rig.stub.stats.requests == 0
+    anchor = rig.gw.consumer("evaluate:sealed:c0001", anchor=True)
+    got = llm.GatewayClient(rig.gw.url, anchor.token).chat("p", MSG, max_tokens=200)
+    assert got.text and rig.stub.stats.requests == 1
+    assert [e["status"] for e in rig.entries()] == [429, 200]
+    assert rig.entries()[0]["code"] == "max_model_tokens"
+
+
 @scripted([Answer(content="slow", delay_s=2)], Limits(), {"timeout_s": 10})
 def test_a_call_whose_client_left_is_completed_recorded_and_never_paid_again(rig: Rig) -> None:
     import time

@@ -8,6 +8,7 @@ import json
 import shlex
 
 import pytest
+import yaml
 
 from rsiframe.gateway.stub import Answer
 from rsiframe.sandbox.bwrap import bwrap_works
@@ -189,3 +190,109 @@ def test_the_key_never_enters_a_sandbox_and_only_the_gateway_is_reachable(models
     for path in run.rglob("*"):
         if path.is_file():
             assert PROVIDER_KEY.encode() not in path.read_bytes(), path
+
+
+#: a mutator whose every child raises the level from the seed's 1
+RAISE_LEVEL = {
+    "operator": "knobs",
+    "config": {"knobs": [{"file": "config.yaml", "key": "level", "range": [2, 9], "step": 1}]},
+}
+
+#: a candidate's agent that asks the evaluation's model once per task (through the run's
+#: gateway, as ``evaluator.config.model`` gives it), then answers with its level knob
+ASKING_AGENT = """import os, yaml
+from openai import OpenAI
+OpenAI(max_retries=0).chat.completions.create(
+    model=os.environ["RSI_MODEL"], max_tokens=8,
+    messages=[{"role": "user", "content": "which level?"}])
+here = os.path.dirname(os.path.abspath(__file__))
+open("answer.txt", "w").write(str(yaml.safe_load(open(here + "/config.yaml"))["level"]))
+"""
+
+
+def test_a_token_bound_run_whose_agents_call_the_model_ends_with_its_sealed_score(
+    models_rig: Rig,
+) -> None:
+    """The budget holds, for the champion's sealed evaluation, its tasks at the run's own
+    tokens per task: the run stops proposing before its evaluations could spend them, and
+    the anchor is evaluated (before the hold, such a run ran dry and lost its sealed score)."""
+    (models_rig.root / "seed" / "agent.py").write_text(ASKING_AGENT)
+    # every child raises the level from the seed's 1, so the first one beats the seed
+    models_rig.write(answers=[Answer(content="five", repeat=True)], mutate=RAISE_LEVEL)
+    data = yaml.safe_load(models_rig.recipe.read_text())
+    data["evaluator"]["config"]["model"] = "proposer"
+    data["evaluator"]["config"]["sandbox"] = "process"
+    data["budget"] = {"max_generations": 20}
+    models_rig.recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    probe = model_calls(models_rig.run("probe", "--set", "budget.max_generations=0"))
+    # the seed's ten tasks, one call each: a spent, r reserved (what the gateway admits on)
+    assert len(probe) == 10 and len({c["reserved_tokens"] for c in probe}) == 1
+    a = probe[0]["prompt_tokens"] + probe[0]["completion_tokens"]
+    r = probe[0]["reserved_tokens"]
+    assert r > a
+    # a new child may start while its 8 tasks and the anchor's 2 fit at r each: after the
+    # seed (10 a) and 3 children (24 a), not a fourth
+    limit = 26 * a + 10 * r + a // 2
+    data["budget"]["max_model_tokens"] = limit
+    models_rig.recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = models_rig.run()
+    st = status_json(run)
+    assert st["state"] == "budget_exhausted", st["reason"]
+    assert "the champion's sealed evaluation" in st["reason"]
+    assert [c["id"] for c in st["candidates"]] == ["c0000", "c0001", "c0002", "c0003"]
+    champ = next(c for c in st["candidates"] if c["id"] == st["champion"])
+    assert champ["id"] != "c0000" and "sealed" in champ["scores"], champ
+    calls = model_calls(run)
+    assert [c for c in calls if c["status"] != 200] == []  # no call was refused
+    sealed = [c for c in calls if c["consumer"] == f"evaluate:sealed:{champ['id']}"]
+    assert len(sealed) == 2  # the anchor's two tasks, paid from the hold
+    assert st["budget"]["used"]["model_tokens"] == 36 * a <= limit
+
+
+#: the seed's agent (level 1) asks for 8 output tokens a call; any child's, for 400
+GREEDY_AGENT = ASKING_AGENT.replace(
+    "import os, yaml",
+    "import os, yaml\nlevel = yaml.safe_load(open(os.path.dirname(__file__) + '/config.yaml'))"
+    "['level']",
+).replace("max_tokens=8", "max_tokens=8 if level == 1 else 400")
+
+
+def test_an_evaluation_whose_agent_the_budget_refused_is_not_certified(models_rig: Rig) -> None:
+    """A task that failed because the gateway refused its agent a call for the run's budget
+    says nothing about the candidate: that attempt fails (evidence kept, retried with
+    ``resume --retry-failed``) and no certificate carries the budget's score. Here the
+    budget lets a child start on the seed's tokens per task, and the child's agent asks
+    for far more."""
+    (models_rig.root / "seed" / "agent.py").write_text(GREEDY_AGENT)
+    # a seed call ~4 tokens (11 reserved): the seed 40, a child's 8 tasks and the anchor's 2
+    # at 11 each fit in 230; a child's call reserves ~400 and does not
+    models_rig.write(
+        answers=[Answer(content="five", repeat=True)],
+        mutate=RAISE_LEVEL,
+        budget={"max_model_tokens": 230},
+        children=1,
+        generations=3,
+    )
+    data = yaml.safe_load(models_rig.recipe.read_text())
+    data["evaluator"]["config"]["model"] = "proposer"
+    data["evaluator"]["config"]["sandbox"] = "process"
+    models_rig.recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    run = models_rig.run()
+    calls = model_calls(run)
+    assert [c["status"] for c in calls if c["candidate"] == "c0000"] == [200] * 10
+    kid = [c for c in calls if c["candidate"] == "c0001"]
+    assert kid and {(c["status"], c["code"]) for c in kid} == {(429, "max_model_tokens")}
+    evs = events(run)
+    certified = {
+        (e["data"]["id"], e["data"]["split"]) for e in evs if e["type"] == "evaluation_certified"
+    }
+    assert certified == {("c0000", s) for s in ("train", "gate", "sealed")}
+    (failed,) = [e["data"] for e in evs if e["type"] == "evaluation_failed"]
+    assert failed["id"] == "c0001" and failed["split"] == "train"
+    assert "refused this evaluation's agent a call for the run's budget" in failed["error"]
+    st = status_json(run)
+    assert st["state"] == "budget_exhausted", st["reason"]  # the refusal ends the run
+    assert "the model gateway refused a call" in st["reason"]
+    kid_row = next(c for c in st["candidates"] if c["id"] == "c0001")
+    assert kid_row["state"] == "failed"
+    assert set(kid_row["scores"].values()) == {None}
