@@ -68,7 +68,7 @@ BUDGET_CODES = ("max_model_tokens", "max_cost")
 
 class BudgetRefused(RuntimeError):
     """An evaluation's agent was refused a model call for the run's budget: the attempt
-    fails (evidence kept, ``resume --retry-failed``) instead of being certified."""
+    fails, its evidence kept, instead of being certified with the budget's score."""
 
 
 def base_split(name: str) -> str:

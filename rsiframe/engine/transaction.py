@@ -57,7 +57,7 @@ from rsiframe.api import (
 from rsiframe.archive import events as E
 from rsiframe.archive.state import Candidate, RunState
 from rsiframe.engine.duplicates import TreeClaims
-from rsiframe.engine.evaluation import TaskRunner
+from rsiframe.engine.evaluation import BudgetRefused, TaskRunner
 from rsiframe.engine.taskruns import TaskRunMeter
 from rsiframe.errors import RsiError
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
@@ -262,12 +262,16 @@ class Transaction:
 
     def _failed(self, cid: str, exc: OperatorFailed) -> Outcome:
         """An operator's failure rejects the child with its traceback; a skipped proposal
-        (the operator's method declined it) with its reason only; one whose last model call
-        failed for infrastructure reasons (by the gateway's record) abandons it."""
+        (the operator's method declined it) with its reason only, as does a rollout or
+        minibatch whose agent the run's budget refused a model call (stage ``budget``); one
+        whose last model call failed for infrastructure reasons (by the gateway's record)
+        abandons it."""
         outage = self.outage_of(cid, exc.slot)
         if outage is not None:  # the model's fault, by the gateway's record: not the method's
             reason = f"model outage in {exc.slot}: {outage}"
             return E.CandidateAbandoned(id=cid, reason=reason, cause="model_outage")
+        if isinstance(exc.__cause__, BudgetRefused):  # the run's budget, not the child's fault
+            return E.CandidateRejected(id=cid, stage="budget", reasons=[str(exc.__cause__)])
         if isinstance(exc.__cause__, ProposalSkipped):
             why = f"{exc.slot} skipped the proposal: {exc.__cause__}"
             return E.CandidateRejected(id=cid, stage=exc.slot, reasons=[why])

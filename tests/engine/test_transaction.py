@@ -257,6 +257,23 @@ def test_an_operator_that_raises_rejects_the_child_with_its_traceback(rig: Rig) 
     assert b"ValueError: no idea" in rig.store.blobs[outcome.traceback]
 
 
+def test_a_minibatch_the_budget_refused_a_model_call_rejects_the_child_at_stage_budget(
+    rig: Rig,
+) -> None:
+    """Its rows would carry the budget's failures, not the parent's: the child is rejected
+    for the budget, with the refusal as its reason (no traceback: not a bug)."""
+    from rsiframe.engine.evaluation import BudgetRefused
+
+    why = "the model gateway refused this evaluation's agent a call for the run's budget"
+
+    def refused(work: Path) -> None:
+        raise BudgetRefused(why)  # as TaskRunner.run raises it inside run_train
+
+    outcome = rig.child(mutate=Edit(refused))
+    assert isinstance(outcome, E.CandidateRejected)
+    assert (outcome.stage, outcome.reasons, outcome.traceback) == ("budget", [why], None)
+
+
 def test_a_rollout_runs_the_parent_and_charges_its_task_runs(rig: Rig) -> None:
     outcome = rig.child(rollout=Rerun(["t1", "t2", "t5"]))  # t5 is no train task
     assert isinstance(outcome, E.CandidateMutated)

@@ -259,8 +259,8 @@ GREEDY_AGENT = ASKING_AGENT.replace(
 
 def test_an_evaluation_whose_agent_the_budget_refused_is_not_certified(models_rig: Rig) -> None:
     """A task that failed because the gateway refused its agent a call for the run's budget
-    says nothing about the candidate: that attempt fails (evidence kept, retried with
-    ``resume --retry-failed``) and no certificate carries the budget's score. Here the
+    says nothing about the candidate: that attempt fails (its evidence kept) and no
+    certificate carries the budget's score; the run ends budget_exhausted. Here the
     budget lets a child start on the seed's tokens per task, and the child's agent asks
     for far more."""
     (models_rig.root / "seed" / "agent.py").write_text(GREEDY_AGENT)
