@@ -40,7 +40,9 @@ from rsiframe.util.digest import canonical_json, sha256_bytes
 M = TypeVar("M", bound=BaseModel)
 SNAPSHOT = "state.snapshot"
 SNAPSHOT_TYPE = "application/vnd.rsiframe.state-snapshot+json"
-FORMAT = 2  # 2: the prefix digest
+#: 2: the prefix digest; 3: each attempt's model tokens and the served model's usage (an
+#: older snapshot lacks them, so it is refolded rather than read as zero)
+FORMAT = 3
 
 
 @dataclass(frozen=True)

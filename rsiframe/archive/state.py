@@ -186,6 +186,10 @@ class RunState:
     tokens: int = 0
     tokens_refused: int = 0  # requests the model server refused: the allowance could not cover them
     cost: float = 0.0
+    #: what evaluations' served models (D/T/H) spent: the part of ``tokens`` and ``cost``
+    #: the run's gateway does not count itself
+    served_tokens: int = 0
+    served_cost: float = 0.0
     terminal: dict[str, Any] | None = None
     wall_closed: float = 0.0  # wall seconds of finished sessions
     session_start: float | None = None
@@ -551,6 +555,8 @@ class RunState:
         if d.split is not None:
             self._eval_tokens(d.id, d.split, d.attempt, d.tokens)
         self.cost += d.cost
+        self.served_tokens += d.tokens
+        self.served_cost += d.cost
         self.model_calls += d.requests or 0  # the totals are the sum of models_by_slot
         self._by_slot("evaluate", d.tokens, d.cost, d.requests or 0)
 

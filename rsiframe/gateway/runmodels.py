@@ -99,9 +99,10 @@ def budget_refusal(exc: BaseException | None) -> str | None:
 
 
 def spent_elsewhere(st: RunState) -> tuple[int, float]:
-    """What the run spent outside the gateway (an evaluation's served model)."""
-    row = st.models_by_slot.get("evaluate", {})
-    return int(row.get("model_tokens", 0)), float(row.get("cost_usd", 0.0))
+    """What the run spent outside the gateway (an evaluation's served model). Not the
+    ``evaluate`` slot's total: that also holds the calls evaluations' agents made through
+    the gateway, which its ledger counts already (on resume they were counted twice)."""
+    return st.served_tokens, st.served_cost
 
 
 class RunModels:

@@ -287,3 +287,18 @@ def test_the_in_flight_estimate_is_kept_as_events_fold_not_scanned(signed_run: S
     before = st.spent_max
     st.reindex()  # a snapshot's load rebuilds the index from the candidates
     assert st.spent_max == before
+
+
+def test_only_a_served_models_usage_is_spent_outside_the_gateway(signed_run: SignedRun) -> None:
+    """The gateway counts its own calls (evaluations' agents' included) in its ledger, and
+    is told only what the run spent elsewhere: a served (D/T/H) model's usage. The
+    ``evaluate`` slot's total holds both, and counted on resume, the agents' gateway calls
+    came twice."""
+    from rsiframe.gateway.runmodels import spent_elsewhere
+
+    signed_run.seed()
+    signed_run.emit(_evaluation_call(SEED, "train", 100, 1))
+    signed_run.emit(E.UsageSpent(id=SEED, slot="evaluate", split="gate", tokens=30, cost=0.5))
+    st = signed_run.state
+    assert st.models_by_slot["evaluate"]["model_tokens"] == 130
+    assert spent_elsewhere(st) == (30, 0.5)
