@@ -259,6 +259,10 @@ class ModelCall(EventData):
     violation: str | None = None  # provider_excess
 
 
+#: the codes of the gateway's refusals for the run's budget (an ``allowance`` is one
+#: operation's own cap, not the run's)
+BUDGET_CODES = ("max_model_tokens", "max_cost")
+
 #: what the gateway records for a provider's failure (unreachable, 5xx or 429 after its
 #: retries: HTTP 502; or refused the key or the model: 401, 403, 404)
 UPSTREAM = "upstream"

@@ -577,7 +577,7 @@ class RunState:
         if d.slot == "evaluate" and d.consumer.startswith("evaluate:"):
             taken = max(tokens, d.reserved_tokens)
             self._eval_tokens(d.candidate, d.consumer.split(":")[1], None, taken)
-        if d.status == 429 and d.code in ("max_model_tokens", "max_cost"):
+        if d.status == 429 and d.code in E.BUDGET_CODES:
             self.model_refused = d.error or f"the gateway refused a call ({d.code})"
             self.model_refused_code = d.code
         self._track_outage(d)

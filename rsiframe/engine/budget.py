@@ -78,6 +78,10 @@ class BudgetGuard:
             return 0
         return math.ceil(st.eval_tokens_per_task * self.costs.sealed)
 
+    def _held(self, st: RunState, reserved: bool) -> int:
+        """The tokens out of reach: the anchor's hold, for all but the anchor itself."""
+        return 0 if reserved else self.anchor_hold(st)
+
     def tokens_left(self, st: RunState, reserved: bool = False) -> int | None:
         """Model tokens the next evaluation may use (None: unlimited), less the anchor's hold
         unless it is the anchor (``reserved``); the server reserves each request's worst
@@ -85,8 +89,7 @@ class BudgetGuard:
         b = self.budget
         if b.max_model_tokens is None:
             return None
-        held = 0 if reserved else self.anchor_hold(st)
-        return max(0, b.max_model_tokens - held - st.tokens)
+        return max(0, b.max_model_tokens - self._held(st, reserved) - st.tokens)
 
     def exhausted(self, st: RunState) -> str | None:
         """Why the run's wall time, model tokens or cost are spent (None: they are not)."""
@@ -114,7 +117,7 @@ class BudgetGuard:
         b = self.budget
         if b.max_model_tokens is None:
             return None
-        held = 0 if reserved else self.anchor_hold(st)
+        held = self._held(st, reserved)
         if st.tokens >= b.max_model_tokens - held:
             why = f" ({held} held for the champion's sealed evaluation)" if held else ""
             return f"model tokens reached {b.max_model_tokens}{why}"

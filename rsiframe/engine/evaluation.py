@@ -62,10 +62,6 @@ class Stage:
     on_fail: str = "reject"  # or "archive": admitted with this stage's score (DGM)
 
 
-#: the gateway's refusals for the run's budget (an allowance is the operation's own cap)
-BUDGET_CODES = ("max_model_tokens", "max_cost")
-
-
 class BudgetRefused(RuntimeError):
     """An evaluation's agent was refused a model call for the run's budget: the attempt
     fails, its evidence kept, instead of being certified with the budget's score."""
@@ -361,7 +357,7 @@ class TaskRunner:
 def _budget_refusal(called: dict[str, Any] | None, served_refused: int) -> str | None:
     """Why an evaluation's agent was refused a model call for the run's budget: by the
     gateway (``called``: its endpoints' report) or by its served model (None: it was not)."""
-    by_code = {k: v for k, v in (called or {}).get("refusals", {}).items() if k in BUDGET_CODES}
+    by_code = {k: v for k, v in (called or {}).get("refusals", {}).items() if k in E.BUDGET_CODES}
     if by_code:
         codes = ", ".join(sorted(by_code))
         return (

@@ -387,6 +387,16 @@ def budget_overdraw(t: Trial) -> list[str]:
     return problems
 
 
+def _billed_run(exp: Experiment, stub: StubLLM, limit: int, what: str) -> tuple[list[str], bool]:
+    """Run ``exp``; its problems (the provider billing past ``limit`` among them, said as
+    ``what``) and whether it ran to its end."""
+    problems, ok = check_exit(exp.run(), "run")
+    spent = billed(stub)
+    if ok and spent > limit:
+        problems.append(f"the provider billed {spent} tokens {what} {limit}")
+    return problems, ok
+
+
 # -- item 5: the coding agent's token cap ------------------------------------------------
 
 
@@ -415,12 +425,9 @@ def agent_cap(t: Trial) -> list[str]:
             "config": {**cfg, "command": command},
         }
         exp.write_recipe()
-        problems, ok = check_exit(exp.run(), "run")
-        spent = billed(stub)
+        problems, ok = _billed_run(exp, stub, cap, "for a child capped at")
     if not ok:
         return problems
-    if spent > cap:
-        problems.append(f"the provider billed {spent} tokens for a child capped at {cap}")
     loaded = load_run(exp.run_dir)
     kids = [c for c in loaded.state.candidates.values() if c.id != "c0000"]
     for c in kids:
@@ -483,12 +490,9 @@ def anchor_hold(t: Trial) -> list[str]:
     from the hold; nothing is billed past max_model_tokens."""
     with provider([Answer(content="1", model="weak-up", repeat=True)]) as (stub, url):
         exp, limit = _hold_setup(t, url)
-        problems, ok = check_exit(exp.run(), "run")
-        spent = billed(stub)
+        problems, ok = _billed_run(exp, stub, limit, "past max_model_tokens")
     if not ok:
         return problems
-    if spent > limit:
-        problems.append(f"the provider billed {spent} tokens past max_model_tokens {limit}")
     calls = model_calls(exp)
     greedy = [c for c in calls if c["candidate"] == "c0002"]
     if not any(c["status"] == 429 and c["code"] == "max_model_tokens" for c in greedy):
