@@ -1068,6 +1068,9 @@ class ModelServer:
         self._proc: subprocess.Popen[str] | None = None
         self._lines: Any = None
         self._lock = threading.Lock()
+        #: one start at a time: two evaluations starting the server side by side (the
+        #: seed's splits) would each spawn one, in folders of their own
+        self._starting = threading.Lock()
         self._ready = False
         self.backend_used: str | None = None
 
@@ -1082,12 +1085,15 @@ class ModelServer:
         )
 
     def start(self) -> None:
-        """Start the process (without waiting for it to be ready)."""
+        """Start the process (without waiting for it to be ready), unless it runs."""
+        with self._starting:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+
+    def _start(self) -> None:
         import queue
         import tempfile
 
-        if self._proc is not None and self._proc.poll() is None:
-            return
         if self.backend == "auto":  # decided here: GPU devices are not visible in bwrap
             self.backend = "vllm" if vllm_usable() else "transformers"
         if self.backend == "vllm" and self.sandbox.kind == "bwrap":

@@ -445,3 +445,35 @@ def test_the_server_outlives_the_thread_that_started_it(tmp_path: Path) -> None:
         assert other.call({"op": "ping"})["ok"]
     finally:
         other.stop()
+
+
+def test_two_evaluations_starting_the_server_side_by_side_start_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seed's splits run side by side, and each starts the server: unsynchronised,
+    each spawned a process of its own and one's endpoint folder was made in the other's
+    serve folder (CI: "ServerError: FileNotFoundError" for the seed at K=2)."""
+    import subprocess
+
+    from rsiframe.dth import serving
+
+    spawned: list[object] = []
+    real = subprocess.Popen
+
+    def slow_popen(*a: Any, **kw: Any) -> Any:  # widens the window between check and spawn
+        spawned.append(a)
+        time.sleep(0.3)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(serving.subprocess, "Popen", slow_popen)
+    srv = ModelServer(make_sandbox("auto"), tmp_path / "models", threads=1)
+    try:
+        starters = [threading.Thread(target=srv.start) for _ in range(2)]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()
+        assert len(spawned) == 1
+        assert srv.call({"op": "ping"})["ok"]
+    finally:
+        srv.stop()
