@@ -10,6 +10,10 @@ the reason. Removal is certain: every process left in a run's cgroup is killed, 
 cgroup is removed once the last one is gone; cgroups left by an rsiframe process that no
 longer exists (SIGKILL, a power cut) are removed when the next one first makes its own.
 
+Joining is kept fast by :class:`Keeper` (``cgroupwarm.py``): while commands start, one
+small process per rsiframe process keeps the kernel's join path warm, so a join costs
+about 0.1 ms where it cost an RCU grace period (6-15 ms) after every pause.
+
 A limit no cgroup can hold is not dropped silently: :attr:`RunCgroups.missing` says why,
 the sandbox falls back to the per-process rlimit and records that in its result, and
 :func:`required` (``RSIFRAME_REQUIRE_BWRAP=1``, as in CI) makes it an error instead.
@@ -17,10 +21,13 @@ the sandbox falls back to the per-process rlimit and records that in its result,
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -31,7 +38,10 @@ V1 = Path("/sys/fs/cgroup")
 #: how long :meth:`RunCgroups.remove` keeps killing and retrying before it leaves the
 #: cgroup to the next start's clean-up
 REMOVE_WITHIN_S = 30.0
-_NAME = re.compile(r"^(?:run|probe)-(\d+)-")
+_NAME = re.compile(r"^(?:run|probe|warm)-(\d+)-")
+#: the keeper's script, and how long it outlasts the last command it was told of
+WARM_SCRIPT = Path(__file__).with_name("cgroupwarm.py")
+WARM_IDLE_S = 5.0
 
 _lock = threading.Lock()
 #: controller -> the folder its run cgroups go in, or why there is none (found once)
@@ -41,6 +51,11 @@ _roots: dict[str, Path | str] = {}
 def required() -> bool:
     """True when a limit that no cgroup can hold must fail the run (CI sets this)."""
     return os.environ.get("RSIFRAME_REQUIRE_BWRAP", "") not in ("", "0")
+
+
+def warm_wanted() -> bool:
+    """False where ``RSIFRAME_CGROUP_WARM=0`` turns :class:`Keeper` off (to measure it)."""
+    return os.environ.get("RSIFRAME_CGROUP_WARM", "1") != "0"
 
 
 def _own(controller: str) -> str:
@@ -153,6 +168,8 @@ class RunCgroups:
                 self.missing[controller] = f"cannot make {path}: {exc.strerror or exc}"
                 continue
             self.made[controller] = path
+        if self.made and warm_wanted():
+            keeper.poke(next(iter(self.made.values())).parent)
         if self.missing and required():
             self.remove()
             raise SandboxError(
@@ -225,3 +242,73 @@ def _counter(path: Path, key: str) -> int:
             if name == key:
                 return int(value)
     return 0
+
+
+class Keeper:
+    """Starts and tells the process that keeps cgroup joins fast (``cgroupwarm.py``): one
+    per rsiframe process, in a cgroup of its own (``warm-<pid>-…``, no limit on it), started
+    by the first command after a pause and gone :data:`WARM_IDLE_S` after the last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.path: Path | None = None
+
+    def poke(self, base: Path) -> None:
+        """A command is about to join a cgroup under ``base``: keep the path warm."""
+        with self._lock:
+            if self.proc is not None and self.proc.poll() is None:
+                assert self.proc.stdin is not None
+                # a full pipe (the keeper behind on reading) is told enough already
+                with contextlib.suppress(OSError):
+                    os.write(self.proc.stdin.fileno(), b".")
+                return
+            self._end()
+            self._start(base)
+
+    def _start(self, base: Path) -> None:
+        path = base / f"warm-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            path.mkdir()
+        except OSError:
+            return  # joins stay correct, only slower
+        argv = [sys.executable, "-I", "-S", str(WARM_SCRIPT), str(path / "cgroup.procs")]
+        try:
+            proc = subprocess.Popen(
+                [*argv, str(WARM_IDLE_S)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C is the rsiframe process's, not its
+            )
+        except OSError:
+            path.rmdir()
+            return
+        assert proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)
+        self.proc, self.path = proc, path
+
+    def _end(self) -> None:
+        if self.proc is not None:
+            assert self.proc.stdin is not None
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()  # end of input: the keeper ends at once
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()
+            self.path = None
+
+    def close(self) -> None:
+        """End the keeper and remove its cgroup (at exit)."""
+        with self._lock:
+            self._end()
+
+
+keeper = Keeper()
+atexit.register(keeper.close)

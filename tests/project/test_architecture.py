@@ -122,6 +122,8 @@ def test_staged_files_import_only_what_is_staged_with_them() -> None:
     for p in (REPO / "rsiframe/evaluators/harbor/plugins").glob("*.py"):
         assert closure([p]) <= {plugins}, p.name
     assert closure([REPO / "rsiframe/sandbox/appcopy.py"]) == set()
+    # the cgroup keeper runs as a script (python -I -S), nothing of rsiframe on its path
+    assert closure([REPO / "rsiframe/sandbox/cgroupwarm.py"]) == set()
 
 
 def test_the_recipe_schema_imports_only_schema() -> None:

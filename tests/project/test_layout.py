@@ -46,6 +46,11 @@ WITHOUT_TEST_MODULE: dict[str, str] = {
         "makes Harbor's own Python 3.12 venv (minutes, pip): every test in "
         "tests/e2e/test_harbor*.py uses it; its version pin, tests/evaluators/harbor/test_engine.py"
     ),
+    "rsiframe.sandbox.cgroupwarm": (
+        "the cgroup keeper, a script run as its own process: tests/sandbox/test_cgroups.py "
+        "starts it for real (alone in its cgroup, writing, ended on a pause, on close and "
+        "with a SIGKILLed parent)"
+    ),
     "rsiframe.selftest.build_scenarios": _SCENARIO,
     "rsiframe.selftest.experiment": (
         "the self-test's tiny experiment, built by every scenario and by "

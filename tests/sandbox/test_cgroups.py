@@ -137,3 +137,112 @@ def test_a_limit_without_a_cgroup_is_said_or_refused(
     monkeypatch.setenv("RSIFRAME_REQUIRE_BWRAP", "1")
     with pytest.raises(SandboxError, match="no pids hierarchy"):
         run()
+
+
+def _members(path: Path) -> list[int]:
+    return [int(x) for x in (path / "cgroup.procs").read_text().split()]
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:  # an exited child not reaped yet is gone too
+                if f.read().split(") ", 1)[1].startswith("Z"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _writes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("syscw:"):
+            return int(line.split()[1])
+    raise AssertionError("no syscw in /proc/PID/io")
+
+
+def test_a_confined_command_starts_the_keeper_in_an_unlimited_cgroup_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """The first confined command starts the process that keeps cgroup joins fast; it sits
+    alone in a ``warm-<pid>-`` cgroup with no limit, beside the commands' cgroups, and
+    closing it ends it and removes that cgroup."""
+    root = _root("pids")
+    cgroups.keeper.close()
+    m = Mount(tmp_path, "/box", writable=True)
+    res = ProcessSandbox().run(
+        ["true"], mounts=[m], cwd=m, env={}, timeout=20, limits=Limits(pids=32)
+    )
+    assert res.ok
+    proc, path = cgroups.keeper.proc, cgroups.keeper.path
+    assert proc is not None and path is not None and proc.poll() is None
+    assert path.parent == root and path.name.startswith(f"warm-{os.getpid()}-")
+    deadline = time.monotonic() + 5
+    while _members(path) != [proc.pid] and time.monotonic() < deadline:
+        time.sleep(0.01)  # it joins its cgroup itself, right after it starts
+    assert _members(path) == [proc.pid]
+    assert (path / "pids.max").read_text().strip() == "max"
+    # it keeps writing itself into its cgroup (what keeps the join path warm)
+    before = _writes(proc.pid)
+    time.sleep(0.2)
+    assert _writes(proc.pid) - before >= 5
+    cgroups.keeper.close()
+    assert proc.poll() is not None and not path.exists()
+    assert cgroups.keeper.proc is None
+
+
+def test_the_keeper_ends_after_a_pause_and_the_next_command_starts_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = _root("pids")
+    monkeypatch.setattr(cgroups, "WARM_IDLE_S", 0.2)
+    keeper = cgroups.Keeper()
+    try:
+        keeper.poke(root)
+        first, old = keeper.proc, keeper.path
+        assert first is not None and old is not None
+        for _ in range(10):  # told of commands, it stays
+            time.sleep(0.1)
+            keeper.poke(root)
+        assert keeper.proc is first and first.poll() is None
+        assert first.wait(timeout=5) == 0  # no command for 0.2 s: it ends by itself
+        keeper.poke(root)
+        assert keeper.proc is not None and keeper.proc is not first
+        assert not old.exists() and keeper.path is not None and keeper.path.exists()
+    finally:
+        keeper.close()
+
+
+def test_the_keeper_ends_with_the_rsiframe_process_that_started_it_even_on_sigkill() -> None:
+    root = _root("pids")
+    code = (
+        "import os, signal, sys\n"
+        "from rsiframe.sandbox import cgroups\n"
+        "cgroups.RunCgroups(pids=8)\n"
+        "print(cgroups.keeper.proc.pid, cgroups.keeper.path, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == -9, out.stderr
+    pid, path = out.stdout.split()
+    assert _gone(int(pid))  # its input closed with the killed process: it ended
+    assert Path(path).exists()  # left behind by the SIGKILL ...
+    cgroups.clean_stale(root)
+    assert not Path(path).exists()  # ... and removed by the next rsiframe process
+
+
+def test_the_keeper_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    _root("pids")
+    cgroups.keeper.close()
+    monkeypatch.setenv("RSIFRAME_CGROUP_WARM", "0")
+    made = cgroups.RunCgroups(pids=8)
+    try:
+        assert made.made and cgroups.keeper.proc is None
+    finally:
+        made.remove()
