@@ -1,7 +1,9 @@
 """The ``local`` evaluator engine: run a candidate on Harbor-format tasks in a sandbox.
 
-Each task gets a fresh trial folder. The agent phase sees the candidate export
-read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
+Each task runs in a trial folder (:mod:`rsiframe.evaluators.trialfolders`: the folders the
+phases write are fresh every trial; the instruction and tests are kept for the task's next
+trial and checked against the task before each phase reads them). The agent phase sees
+the candidate export read-only at ``/candidate``, the task's ``environment/`` files at ``/app``, the
 instruction at ``/task/instruction.md`` and a writable ``/logs/agent``; it
 never sees the tests. When the agent and every process it started are gone, the
 verifier phase runs ``bash /tests/test.sh`` with the tests mounted read-only, the
@@ -46,7 +48,7 @@ from rsiframe.dth import serving
 from rsiframe.dth.build import Builder, BuildRejected, Built
 from rsiframe.dth.contamination import AuditResult, Item, audit, protected_items
 from rsiframe.dth.serving import ModelRefused, ModelServer
-from rsiframe.evaluators import appdiff
+from rsiframe.evaluators import appdiff, trialfolders
 from rsiframe.evaluators.base import (
     EvaluationOutput,
     HarnessEndpoint,
@@ -64,7 +66,6 @@ from rsiframe.tasks.taskset import Task
 from rsiframe.util import faults
 from rsiframe.util.cpuslots import cpu_slot
 from rsiframe.util.digest import sha256_bytes, sha256_json
-from rsiframe.util.reaper import discard
 from rsiframe.util.safefile import UnsafeFile, read_regular
 
 TAIL = 4000
@@ -102,6 +103,8 @@ class LocalEngine:
         that may run at once (candidates in flight), which share one pool of tasks."""
         self.config = config
         self.work_root = work_root
+        #: one trial folder per task and trial at once, kept between the task's trials
+        self.folders = trialfolders.TrialFolders(work_root)
         self.sandbox: Sandbox = make_sandbox(config.sandbox)
         #: docker: a task whose environment/Dockerfile adds packages runs in its own image
         self.images = taskimage.TaskImages(self.sandbox)
@@ -320,6 +323,7 @@ class LocalEngine:
             on_done(run)
 
     def close(self) -> None:
+        self.folders.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
@@ -330,11 +334,11 @@ class LocalEngine:
         self, candidate_dir: Path, task: Task, ep: HarnessEndpoint | None = None
     ) -> tuple[TaskRun, dict[str, bytes]]:
         faults.reached("stage:task")
-        trial = self.work_root / f"trial-{task.id}-{uuid.uuid4().hex[:8]}"
+        trial = self.folders.take(task.id, task.instruction)
         try:
             return self._trial_in(trial, candidate_dir, task, ep)
         finally:
-            discard(trial)  # deleted in the background (perf)
+            self.folders.give_back(task.id, trial)  # what the phases wrote: deleted aside
 
     def _trial_in(
         self, trial: Path, candidate_dir: Path, task: Task, ep: HarnessEndpoint | None = None
@@ -394,9 +398,7 @@ class LocalEngine:
             app.mkdir(parents=True)
         logs = trial / "logs"
         (logs / "agent").mkdir(parents=True)
-        task_info = trial / "task"
-        task_info.mkdir()
-        (task_info / "instruction.md").write_text(task.instruction)
+        task_info = trial / "task"  # the instruction, written by TrialFolders.take
         limits = self.config.limits.of(task)
         sb = self.images.for_task(task.id, task.path)
         return _Trial(
@@ -442,7 +444,9 @@ class LocalEngine:
         verifier_dir = t.logs / "verifier"
         shutil.rmtree(verifier_dir, ignore_errors=True)
         verifier_dir.mkdir()
-        shutil.copytree(t.task.path / "tests", t.tests, symlinks=True)
+        # the tests kept from the task's last trial, checked (and copied anew where they
+        # differ) only now that every process of the agent is gone
+        trialfolders.sync_tree(t.task.path / "tests", t.tests)
         return {
             "app_removed": [r.as_dict() for r in app_removed],
             "agent_logs_removed": [r.as_dict() for r in logs_removed],

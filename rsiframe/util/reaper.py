@@ -25,10 +25,11 @@ _thread: threading.Thread | None = None
 _names = itertools.count()
 
 
-def discard(path: Path) -> None:
-    """Remove ``path`` (a folder; a missing one is fine) in the background."""
+def discard(path: Path, *, into: Path | None = None) -> None:
+    """Remove ``path`` (a folder; a missing one is fine) in the background; it is renamed
+    aside in ``into`` (a folder on the same filesystem), else beside itself."""
     global _pending, _thread
-    aside = path.with_name(f".discard-{os.getpid()}-{next(_names)}-{path.name}")
+    aside = (into or path.parent) / f".discard-{os.getpid()}-{next(_names)}-{path.name}"
     try:
         path.rename(aside)
     except FileNotFoundError:

@@ -333,8 +333,15 @@ def test_concurrent_tasks_all_come_back(tmp_path: Path, mode: str) -> None:
     }
     assert sorted(r.task_id for r in done) == sorted(out.runs)
     assert out.task_seconds == pytest.approx(sum(r.seconds for r in out.runs.values()))
-    # trial folders are cleaned up
-    assert reaper.settle(30)  # finished trials' folders are deleted in the background
+    # what the phases wrote is deleted in the background; each task's folder is kept for
+    # its next trial with only the instruction and the tests in it, until the engine closes
+    assert reaper.settle(30)
+    kept = sorted((tmp_path / "work").iterdir())
+    assert len(kept) == 5
+    assert all(sorted(p.name for p in k.iterdir()) == ["logs", "task", "tests"] for k in kept)
+    assert all(list((k / "logs").iterdir()) == [] for k in kept)
+    engine.close()
+    assert reaper.settle(30)
     assert list((tmp_path / "work").iterdir()) == []
 
 
@@ -474,3 +481,33 @@ def test_artifacts_per_task_are_capped_and_named(tmp_path: Path, mode: str) -> N
     dropped = run.trajectory["artifacts_dropped"]
     assert len(dropped) == 5 and any("named pipe" in d for d in dropped)
     assert any(d.startswith("link: ") for d in dropped)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_agent_cannot_plant_tests_in_the_folder_kept_from_its_tasks_last_trial(
+    tmp_path: Path, mode: str
+) -> None:
+    """A task's trial folder is kept for its next trial, tests included. Under the process
+    sandbox the agent can reach it (``$RSI_APP/../tests``): one that rewrites the kept
+    test.sh, the expected answer, or swaps the folder for a link, still gets the task's
+    own verdict, because the tests are checked and copied anew after the agent ends."""
+    forge = (
+        'tests="$RSI_APP/../tests"; '
+        'echo 41 > "$RSI_APP/answer.txt"; '
+        'if [ -d "$tests" ]; then '
+        '  printf "echo 1 > \\"\\$RSI_LOGS/verifier/reward.txt\\"\\n" > "$tests/test.sh"; '
+        '  echo 41 > "$tests/expected.txt"; chmod 777 "$tests/test.sh"; '
+        '  mkdir -p "$tests/sub" && echo x > "$tests/sub/extra"; '
+        "fi"
+    )
+    engine = _engine(tmp_path, forge, mode)
+    task = _task(tmp_path / "tasks")
+    store = Store()
+    rewards = []
+    for _ in range(3):
+        out = engine.run(_candidate(tmp_path), [task], store.put)
+        run = out.runs[task.id]
+        assert run.error is None, run.trajectory
+        assert run.trajectory["verifier"]["stdout_tail"] == "want 42 got 41\n"
+        rewards.append(run.reward)
+    assert rewards == [0.0, 0.0, 0.0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 from rsiframe.certs import signing
 from rsiframe.errors import SandboxError
 from rsiframe.sandbox import bwrap as sandbox
+from rsiframe.sandbox import cgroups
 from rsiframe.sandbox.bwrap import (
     BwrapSandbox,
     Mount,
@@ -856,3 +858,60 @@ def test_sandbox_ids_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.setenv("RSIFRAME_SANDBOX_UID", bad)
         with pytest.raises(SandboxError, match="RSIFRAME_SANDBOX_UID"):
             sandbox.sandbox_ids()
+
+
+# -- the output files: reused by the thread's next command only when none can hold them ------
+
+_ESCAPE = (
+    "import os, sys, time\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"  # out of the process group: kill_group does not reach it
+    "    for _ in range(400):\n"
+    "        os.write(1, b'LATE\\n')\n"
+    "        time.sleep(0.01)\n"
+    "    os._exit(0)\n"
+    "print('first', flush=True)\n"
+)
+
+
+def _output_inodes() -> tuple[int, int] | None:
+    pair = getattr(sandbox._spare, "pair", None)
+    if pair is None:
+        return None
+    a, b = (os.fstat(f.fileno()).st_ino for f in pair)
+    return a, b
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["pids-cgroup", "no-cgroup"])
+def test_a_commands_output_files_are_reused_only_when_no_process_of_it_is_left(
+    box: tuple[Mount, Path], held: bool
+) -> None:
+    """With a pids cgroup every process of the command is gone when it returns (even one
+    that left its group with setsid), so its two output files, emptied, serve the thread's
+    next command; without one such a process may still write, and the files are closed:
+    the next command's output is its own either way."""
+    if held and isinstance(cgroups.root("pids"), str):
+        if cgroups.required():
+            pytest.fail("RSIFRAME_REQUIRE_BWRAP is set but there is no pids cgroup")
+        pytest.skip("platform limit: no cgroup v1 pids hierarchy here")
+    m, _ = box
+    limits = sandbox.Limits(pids=32) if held else None
+    sandbox._spare.pair = None
+
+    def run(argv: list[str]) -> ProcResult:
+        return ProcessSandbox().run(argv, mounts=[m], cwd=m, env={}, timeout=20, limits=limits)
+
+    try:
+        first = run([sys.executable, "-c", _ESCAPE])
+        assert first.ok and first.stdout.startswith(b"first\n")
+        kept = _output_inodes()
+        assert (kept is not None) is held
+        time.sleep(0.1)  # the escaped writer, where it lives, writes meanwhile
+        second = run(["/bin/sh", "-c", "echo second"])
+        assert second.ok and second.stdout == b"second\n"
+        assert second.stderr == b""
+        if held:
+            assert _output_inodes() == kept  # the same two files, emptied
+    finally:
+        if not held:
+            subprocess.run(["pkill", "-f", "b'LATE"], check=False)

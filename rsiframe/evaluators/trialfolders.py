@@ -1,0 +1,180 @@
+"""Trial folders, kept per task between its trials: what no sandbox writes is made once.
+
+A trial folder holds what a task's two phases see (``rsiframe.evaluators.local``): the
+instruction (``task/``) and the tests (``tests/``), mounted read-only, and the folders the
+phases write (:data:`WRITABLE`: ``/app``, the agent's and the verifier's logs, the
+verifier's copies). Making every trial's folder anew and deleting it afterwards cost about
+twelve directory entries made and twelve freed per trial. On ext4 without a journal (this
+machine's disk) every inode freed in the last minute is skipped, one by one, by each new
+allocation in its block group, so that churn slowed every file made near it, more so the
+longer a run went on.
+
+:class:`TrialFolders` keeps a finished trial's folder for the task's next trial: the
+writable folders are handed to the background reaper (each trial gets them fresh, as
+before), while ``task/instruction.md`` and ``tests/`` stay. They are never trusted as
+left: the instruction is checked before the agent starts and the tests
+(:func:`sync_tree`) after it has ended, right before the verifier; whatever differs from
+the task, in content, kind, mode, a link or a hard link, is written anew. The verifier
+therefore sees exactly what a fresh copy made after the agent would show it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import threading
+import uuid
+from pathlib import Path
+
+from rsiframe.util.reaper import discard
+from rsiframe.util.safefile import UnsafeFile, read_regular
+
+#: the parts of a trial folder a sandbox writes: every trial gets them fresh
+WRITABLE = ("app", "logs/agent", "logs/verifier", "verifier-app", "verifier-agent-logs")
+#: the largest file :func:`sync_tree` compares rather than copies anew
+_CAP = 16 << 20
+
+Entry = tuple[str, str, int, bytes]
+
+
+class TrialFolders:
+    """The trial folders under ``root``: :meth:`take` one for a task, :meth:`give_back`
+    it when the trial is over, :meth:`close` at the end (all of them go)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._free: dict[str, list[Path]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, task_id: str, instruction: str) -> Path:
+        """A folder for one trial of ``task_id``, with ``task/instruction.md`` holding
+        ``instruction`` and none of :data:`WRITABLE` in it."""
+        with self._lock:
+            kept = self._free.get(task_id)
+            folder = kept.pop() if kept else None
+        if folder is not None and not _reusable(folder):
+            discard(folder, into=self.root)
+            folder = None
+        if folder is None:
+            folder = self.root / f"trial-{task_id}-{uuid.uuid4().hex[:8]}"
+            folder.mkdir(parents=True)
+        _write_exactly(folder / "task", "instruction.md", instruction.encode())
+        return folder
+
+    def give_back(self, task_id: str, folder: Path) -> None:
+        """The trial in ``folder`` is over (every process of it gone): its writable parts
+        go to the reaper, the rest waits for the task's next trial."""
+        try:
+            for name in WRITABLE:
+                if os.path.lexists(folder / name):
+                    discard(folder / name, into=self.root)
+        except OSError:
+            discard(folder, into=self.root)
+            return
+        with self._lock:
+            self._free.setdefault(task_id, []).append(folder)
+
+    def close(self) -> None:
+        """Hand every kept folder to the reaper."""
+        with self._lock:
+            folders = [f for kept in self._free.values() for f in kept]
+            self._free.clear()
+        for folder in folders:
+            discard(folder, into=self.root)
+
+
+def _reusable(folder: Path) -> bool:
+    """A real folder with none of the writable parts left in it."""
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return False
+    except OSError:
+        return False
+    return not any(os.path.lexists(folder / name) for name in WRITABLE)
+
+
+def _write_exactly(parent: Path, name: str, data: bytes) -> None:
+    """``parent/name`` a plain file (one link) holding ``data``; written only if it is not."""
+    parent.mkdir(exist_ok=True)
+    path = parent / name
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if _holds(path, st, data):
+            return
+        _remove(path)
+    path.write_bytes(data)
+
+
+def _holds(path: Path, st: os.stat_result, data: bytes) -> bool:
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size != len(data):
+        return False
+    try:
+        return read_regular(path, cap=len(data) + 1) == data
+    except UnsafeFile:
+        return False
+
+
+def _remove(path: Path) -> None:
+    if stat.S_ISDIR(os.lstat(path).st_mode):
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def sync_tree(src: Path, dst: Path) -> None:
+    """Make ``dst`` what ``shutil.copytree(src, dst, symlinks=True)`` makes, unless it is
+    exactly that already: the same names, kinds, permission bits, file contents and link
+    targets, each file with one link."""
+    want = manifest(src)
+    if want is not None and manifest(dst, own=True) == want:
+        return
+    if os.path.lexists(dst):
+        _remove(dst)
+    shutil.copytree(src, dst, symlinks=True)
+
+
+def manifest(root: Path, *, own: bool = False) -> list[Entry] | None:
+    """What ``root`` holds, sorted (path, kind, mode, content or link target); None where it
+    is not a real folder or holds what a copy would not (``own``: a file with more than
+    one link, a FIFO, a socket, a device) or a file over the compared size."""
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            return None
+    except OSError:
+        return None
+    out: list[Entry] = []
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            with os.scandir(root / rel if rel else root) as it:
+                entries = list(it)
+        except OSError:
+            return None
+        for e in entries:
+            entry = _entry(e, f"{rel}/{e.name}" if rel else e.name, own)
+            if entry is None:
+                return None
+            if entry[1] == "d":
+                stack.append(entry[0])
+            out.append(entry)
+    return sorted(out)
+
+
+def _entry(e: os.DirEntry[str], rel: str, own: bool) -> Entry | None:
+    try:
+        st = e.stat(follow_symlinks=False)
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISDIR(st.st_mode):
+            return (rel, "d", mode, b"")
+        if stat.S_ISLNK(st.st_mode):
+            return (rel, "l", 0, os.readlink(e.path).encode())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _CAP or (own and st.st_nlink != 1):
+            return None
+        return (rel, "f", mode, read_regular(e.path, cap=_CAP))
+    except OSError:  # UnsafeFile included: swapped for a link or a FIFO meanwhile
+        return None

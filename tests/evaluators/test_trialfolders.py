@@ -1,0 +1,166 @@
+"""rsiframe.evaluators.trialfolders: a task's trial folder kept for its next trial, with
+nothing a sandbox wrote in it and nothing left as found unless it is exactly the task's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from rsiframe.evaluators.trialfolders import WRITABLE, TrialFolders, manifest, sync_tree
+from rsiframe.util import reaper
+
+
+def _used(folder: Path) -> None:
+    """What a trial's phases leave: every writable part, with files in it."""
+    for name in WRITABLE:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / "out.txt").write_text("left by the trial")
+
+
+def test_a_tasks_folder_is_kept_for_its_next_trial_without_what_the_trial_wrote(
+    tmp_path: Path,
+) -> None:
+    folders = TrialFolders(tmp_path)
+    first = folders.take("t1", "do it\n")
+    assert (first / "task" / "instruction.md").read_text() == "do it\n"
+    inode = os.lstat(first / "task" / "instruction.md").st_ino
+    _used(first)
+    folders.give_back("t1", first)
+    assert not any(os.path.lexists(first / name) for name in WRITABLE)
+    again = folders.take("t1", "do it\n")
+    assert again == first
+    assert os.lstat(again / "task" / "instruction.md").st_ino == inode  # not written anew
+    other = folders.take("t2", "other\n")
+    second = folders.take("t1", "do it\n")
+    assert other != first  # another task: a folder of its own
+    assert second not in (first, other)  # a second trial at once: another one
+    for task, folder in (("t1", again), ("t2", other), ("t1", second)):
+        folders.give_back(task, folder)
+    assert reaper.settle(30)  # what the trial wrote is gone, not set aside for ever
+    assert sorted(tmp_path.iterdir()) == sorted([first, other, second])
+
+
+def test_close_hands_every_kept_folder_to_the_reaper(tmp_path: Path) -> None:
+    folders = TrialFolders(tmp_path)
+    for task in ("a", "b", "c"):
+        folders.give_back(task, folders.take(task, task))
+    assert len(list(tmp_path.iterdir())) == 3
+    folders.close()
+    assert reaper.settle(30)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("tamper", ["content", "symlink", "hardlink", "folder", "fifo"])
+def test_an_instruction_left_otherwise_is_written_anew_as_a_plain_file(
+    tmp_path: Path, tamper: str
+) -> None:
+    folders = TrialFolders(tmp_path / "work")
+    folder = folders.take("t1", "the task\n")
+    path = folder / "task" / "instruction.md"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the task\n")
+    path.unlink()
+    if tamper == "content":
+        path.write_text("a forged task\n")
+    elif tamper == "symlink":
+        path.symlink_to(outside)
+    elif tamper == "hardlink":
+        os.link(outside, path)
+    elif tamper == "folder":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    folders.give_back("t1", folder)
+    assert folders.take("t1", "the task\n") == folder
+    st = os.lstat(path)
+    assert path.is_file() and not path.is_symlink() and st.st_nlink == 1
+    assert path.read_text() == "the task\n"
+    assert outside.read_text() == "the task\n"  # what a link named is untouched
+
+
+def test_a_folder_with_a_writable_part_still_in_it_is_not_reused(tmp_path: Path) -> None:
+    folders = TrialFolders(tmp_path)
+    folder = folders.take("t1", "x")
+    folders.give_back("t1", folder)
+    (folder / "app").mkdir()  # appeared after the hand-back: not a clean folder
+    taken = folders.take("t1", "x")
+    assert taken != folder and not (taken / "app").exists()
+
+
+def _tests(root: Path) -> Path:
+    src = root / "src"
+    (src / "data").mkdir(parents=True)
+    (src / "test.sh").write_text("echo ok\n")
+    (src / "test.sh").chmod(0o755)
+    (src / "data" / "expected.txt").write_text("42\n")
+    (src / "link").symlink_to("data/expected.txt")
+    return src
+
+
+def test_sync_tree_leaves_an_exact_copy_alone(tmp_path: Path) -> None:
+    src, dst = _tests(tmp_path), tmp_path / "dst"
+    sync_tree(src, dst)
+    assert manifest(dst, own=True) == manifest(src)
+    inode = os.lstat(dst / "test.sh").st_ino
+    sync_tree(src, dst)
+    assert os.lstat(dst / "test.sh").st_ino == inode
+
+
+@pytest.mark.parametrize(
+    "tamper", ["content", "mode", "extra", "missing", "relink", "hardlink", "fifo", "swap"]
+)
+def test_sync_tree_copies_anew_whatever_differs(tmp_path: Path, tamper: str) -> None:
+    src, dst = _tests(tmp_path), tmp_path / "dst"
+    sync_tree(src, dst)
+    other = tmp_path / "other.txt"
+    other.write_text("forged\n")
+    if tamper == "content":
+        (dst / "test.sh").write_text("echo 1 > reward.txt\n")
+    elif tamper == "mode":
+        (dst / "test.sh").chmod(0o777)
+    elif tamper == "extra":
+        (dst / "data" / "conftest.py").write_text("forged\n")
+    elif tamper == "missing":
+        (dst / "data" / "expected.txt").unlink()
+    elif tamper == "relink":
+        (dst / "link").unlink()
+        (dst / "link").symlink_to(other)
+    elif tamper == "hardlink":  # same content, but a second name outside can change it
+        (dst / "data" / "expected.txt").unlink()
+        shutil.copy(src / "data" / "expected.txt", other)
+        os.link(other, dst / "data" / "expected.txt")
+    elif tamper == "fifo":
+        (dst / "data" / "expected.txt").unlink()
+        os.mkfifo(dst / "data" / "expected.txt")
+    else:  # the whole folder swapped for a link to a look-alike
+        look = tmp_path / "look"
+        shutil.copytree(src, look, symlinks=True)
+        shutil.rmtree(dst)
+        dst.symlink_to(look)
+    assert manifest(dst, own=True) != manifest(src)
+    sync_tree(src, dst)
+    assert not dst.is_symlink()
+    assert manifest(dst, own=True) == manifest(src)
+
+
+def test_takes_of_one_task_at_once_get_folders_of_their_own(tmp_path: Path) -> None:
+    folders = TrialFolders(tmp_path)
+    for _ in range(4):
+        folders.give_back("t", folders.take("t", "x"))
+    got: list[Path] = []
+    barrier = threading.Barrier(6)
+
+    def take() -> None:
+        barrier.wait()
+        got.append(folders.take("t", "x"))
+
+    threads = [threading.Thread(target=take) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 6
