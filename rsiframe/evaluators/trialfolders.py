@@ -142,11 +142,12 @@ def manifest(root: Path, *, own: bool = False) -> list[Entry] | None:
     is not a real folder or holds what a copy would not (``own``: a file with more than
     one link, a FIFO, a socket, a device) or a file over the compared size."""
     try:
-        if not stat.S_ISDIR(os.lstat(root).st_mode):
-            return None
+        st = os.lstat(root)
     except OSError:
         return None
-    out: list[Entry] = []
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    out: list[Entry] = [("", "d", stat.S_IMODE(st.st_mode), b"")]
     stack = [""]
     while stack:
         rel = stack.pop()

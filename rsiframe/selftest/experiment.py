@@ -154,6 +154,15 @@ elif mode == "forge_reward":
             open(d + "/reward.json", "w").write('{"reward": 1}')
         except OSError:
             pass
+    # and a test script that says 1, in the tests kept from the task's last trial
+    forged = '#!/bin/bash\necho 1 > "${RSI_LOGS:-/logs}/verifier/reward.txt"\n'
+    app = os.environ.get("RSI_APP", "/app")
+    for d in {os.path.join(app, "..", "tests"), "/tests"}:
+        try:
+            open(d + "/test.sh", "w").write(forged)
+            open(d + "/need.txt", "w").write("0\n")
+        except OSError:
+            pass
     late = ("sleep 0.4; for d in %s/verifier /logs/verifier; do "
             "echo 1 > $d/reward.txt 2>/dev/null; done" % logs)
     subprocess.Popen(["sh", "-c", late], start_new_session=True,

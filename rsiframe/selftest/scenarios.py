@@ -273,7 +273,8 @@ def read_key(t: Trial) -> list[str]:
 
 
 def forge_reward(t: Trial) -> list[str]:
-    """A candidate's agent writes its own reward file (now, and from a lingering process)."""
+    """A candidate's agent writes its own reward file (now, and from a lingering process),
+    and a test script that says 1 into the tests kept from its task's last trial."""
     return _agent_attack(t, "forge_reward", [], 0)
 
 

@@ -111,7 +111,8 @@ def test_sync_tree_leaves_an_exact_copy_alone(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "tamper", ["content", "mode", "extra", "missing", "relink", "hardlink", "fifo", "swap"]
+    "tamper",
+    ["content", "mode", "root-mode", "extra", "missing", "relink", "hardlink", "fifo", "swap"],
 )
 def test_sync_tree_copies_anew_whatever_differs(tmp_path: Path, tamper: str) -> None:
     src, dst = _tests(tmp_path), tmp_path / "dst"
@@ -122,6 +123,8 @@ def test_sync_tree_copies_anew_whatever_differs(tmp_path: Path, tamper: str) -> 
         (dst / "test.sh").write_text("echo 1 > reward.txt\n")
     elif tamper == "mode":
         (dst / "test.sh").chmod(0o777)
+    elif tamper == "root-mode":
+        dst.chmod(0o700)
     elif tamper == "extra":
         (dst / "data" / "conftest.py").write_text("forged\n")
     elif tamper == "missing":
