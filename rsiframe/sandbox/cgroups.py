@@ -279,6 +279,9 @@ class Keeper:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                # nothing of the caller's environment: not a run's driver marker (a resume
+                # would take it for work the killed driver left), not a key
+                env={},
                 start_new_session=True,  # a Ctrl-C is the rsiframe process's, not its
             )
         except OSError:

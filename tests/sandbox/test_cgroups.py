@@ -168,13 +168,15 @@ def _writes(pid: int) -> int:
 
 
 def test_a_confined_command_starts_the_keeper_in_an_unlimited_cgroup_of_its_own(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first confined command starts the process that keeps cgroup joins fast; it sits
-    alone in a ``warm-<pid>-`` cgroup with no limit, beside the commands' cgroups, and
-    closing it ends it and removes that cgroup."""
+    alone in a ``warm-<pid>-`` cgroup with no limit, beside the commands' cgroups, with
+    nothing of its parent's environment (a run driver's marker made a resume end it as the
+    killed driver's leftover), and closing it ends it and removes that cgroup."""
     root = _root("pids")
     cgroups.keeper.close()
+    monkeypatch.setenv("RSIFRAME_DRIVER", "a run's driver marker")
     m = Mount(tmp_path, "/box", writable=True)
     res = ProcessSandbox().run(
         ["true"], mounts=[m], cwd=m, env={}, timeout=20, limits=Limits(pids=32)
@@ -188,6 +190,7 @@ def test_a_confined_command_starts_the_keeper_in_an_unlimited_cgroup_of_its_own(
         time.sleep(0.01)  # it joins its cgroup itself, right after it starts
     assert _members(path) == [proc.pid]
     assert (path / "pids.max").read_text().strip() == "max"
+    assert Path(f"/proc/{proc.pid}/environ").read_bytes() == b""
     # it keeps writing itself into its cgroup (what keeps the join path warm)
     before = _writes(proc.pid)
     time.sleep(0.2)
