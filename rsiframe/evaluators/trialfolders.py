@@ -84,14 +84,24 @@ class TrialFolders:
             discard(folder, into=self.root)
 
 
+#: what a kept folder may hold, folder by folder (anything else, and it is not reused)
+_KEPT = {"": {"task", "tests", "logs"}, "logs": set(), "task": {"instruction.md"}}
+
+
 def _reusable(folder: Path) -> bool:
-    """A real folder with none of the writable parts left in it."""
-    try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+    """A real folder holding nothing but what is kept (:data:`_KEPT`): none of the writable
+    parts, nothing a process-sandbox agent left beside them for the next trial to find."""
+    for sub, allowed in _KEPT.items():
+        path = folder / sub if sub else folder
+        try:
+            if not stat.S_ISDIR(os.lstat(path).st_mode) or not set(os.listdir(path)) <= allowed:
+                return False
+        except FileNotFoundError:
+            if not sub:
+                return False
+        except OSError:
             return False
-    except OSError:
-        return False
-    return not any(os.path.lexists(folder / name) for name in WRITABLE)
+    return True
 
 
 def _write_exactly(parent: Path, name: str, data: bytes) -> None:

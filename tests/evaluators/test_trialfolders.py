@@ -82,13 +82,21 @@ def test_an_instruction_left_otherwise_is_written_anew_as_a_plain_file(
     assert outside.read_text() == "the task\n"  # what a link named is untouched
 
 
-def test_a_folder_with_a_writable_part_still_in_it_is_not_reused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("left", ["app", "notes.txt", "logs/other", "task/answers.txt"])
+def test_a_folder_holding_more_than_is_kept_is_not_reused(tmp_path: Path, left: str) -> None:
+    """A writable part, or anything else (under the process sandbox an agent can write
+    beside its folders, for the task's next trial to find), and the folder goes."""
     folders = TrialFolders(tmp_path)
     folder = folders.take("t1", "x")
+    (folder / "logs").mkdir()
     folders.give_back("t1", folder)
-    (folder / "app").mkdir()  # appeared after the hand-back: not a clean folder
+    if left == "app":
+        (folder / left).mkdir()  # appeared after the hand-back
+    else:
+        (folder / left).write_text("for the next trial")
     taken = folders.take("t1", "x")
-    assert taken != folder and not (taken / "app").exists()
+    assert taken != folder and not (taken / left).exists()
+    assert reaper.settle(30) and not folder.exists()
 
 
 def _tests(root: Path) -> Path:
