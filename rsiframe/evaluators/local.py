@@ -335,17 +335,27 @@ class LocalEngine:
     ) -> tuple[TaskRun, dict[str, bytes]]:
         faults.reached("stage:task")
         trial = self.folders.take(task.id, task.instruction)
+        ran: list[ProcResult] = []
         try:
-            return self._trial_in(trial, candidate_dir, task, ep)
+            return self._trial_in(trial, candidate_dir, task, ep, ran)
         finally:
-            self.folders.give_back(task.id, trial)  # what the phases wrote: deleted aside
+            # what the phases wrote: deleted aside (the folders kept, emptied, only where
+            # every process of every phase is known gone)
+            sealed = bool(ran) and all(r.sealed for r in ran)
+            self.folders.give_back(task.id, trial, sealed=sealed)
 
     def _trial_in(
-        self, trial: Path, candidate_dir: Path, task: Task, ep: HarnessEndpoint | None = None
+        self,
+        trial: Path,
+        candidate_dir: Path,
+        task: Task,
+        ep: HarnessEndpoint | None,
+        ran: list[ProcResult],
     ) -> tuple[TaskRun, dict[str, bytes]]:
         t = self._prepare(trial, candidate_dir, task)
         app_before = appdiff.scan(t.app)
         agent = self._run_agent(t, ep)
+        ran.append(agent)
         if agent.limit:
             return self._breach(task, agent, f"agent exceeded a limit: {agent.limit}")
         app_out = appdiff.changes_since(t.app, app_before)  # evidence, before the verifier runs
@@ -354,6 +364,7 @@ class LocalEngine:
         except appcopy.AppTooLarge as exc:
             return self._breach(task, agent, f"agent exceeded a limit: {exc}")
         verifier = self._run_verifier(t)
+        ran.append(verifier)
         reward, error = self._verdict(t, agent, verifier, app_out.touched)
         blobs = {
             "agent.stdout": agent.stdout,
@@ -385,7 +396,7 @@ class LocalEngine:
     def _prepare(self, trial: Path, candidate_dir: Path, task: Task) -> _Trial:
         """The trial's folders: the task's environment as /app, the agent's log folder,
         the instruction; its sandbox and limits."""
-        app = trial / "app"
+        app = self.folders.fresh(trial / "app")
         env_src = task.path / "environment"
         if env_src.is_dir():
             shutil.copytree(
@@ -393,11 +404,10 @@ class LocalEngine:
                 app,
                 symlinks=True,
                 ignore=lambda d, names: [n for n in names if n in _SKIP_ENV_FILES],
+                dirs_exist_ok=True,
             )
-        else:
-            app.mkdir(parents=True)
         logs = trial / "logs"
-        (logs / "agent").mkdir(parents=True)
+        self.folders.fresh(logs / "agent")
         task_info = trial / "task"  # the instruction, written by TrialFolders.take
         limits = self.config.limits.of(task)
         sb = self.images.for_task(task.id, task.path)
@@ -439,11 +449,10 @@ class LocalEngine:
         files are dropped and named in the evidence, hard links are broken by copying; and
         a fresh verifier folder (whatever the agent left under /logs/verifier is gone)."""
         cap = t.limits.app_mb << 20
-        app_removed = appcopy.freeze(t.app, t.verifier_app, max_bytes=cap)
-        logs_removed = appcopy.freeze(t.logs / "agent", t.verifier_agent_logs, max_bytes=cap)
-        verifier_dir = t.logs / "verifier"
-        shutil.rmtree(verifier_dir, ignore_errors=True)
-        verifier_dir.mkdir()
+        fresh = self.folders.fresh
+        app_removed = appcopy.freeze(t.app, fresh(t.verifier_app), max_bytes=cap)
+        logs_removed = appcopy.freeze(t.logs / "agent", fresh(t.verifier_agent_logs), max_bytes=cap)
+        fresh(t.logs / "verifier")
         # the tests kept from the task's last trial, checked (and copied anew where they
         # differ) only now that every process of the agent is gone
         trialfolders.sync_tree(t.task.path / "tests", t.tests)

@@ -9,22 +9,32 @@ machine's disk) every inode freed in the last minute is skipped, one by one, by 
 allocation in its block group, so that churn slowed every file made near it, more so the
 longer a run went on.
 
-:class:`TrialFolders` keeps a finished trial's folder for the task's next trial: the
-writable folders are handed to the background reaper (each trial gets them fresh, as
-before), while ``task/instruction.md`` and ``tests/`` stay. They are never trusted as
-left: the instruction is checked before the agent starts and the tests
-(:func:`sync_tree`) after it has ended, right before the verifier; whatever differs from
-the task, in content, kind, mode, a link or a hard link, is written anew. The verifier
-therefore sees exactly what a fresh copy made after the agent would show it.
+:class:`TrialFolders` keeps a finished trial's folder for the task's next trial, whole:
+``task/instruction.md`` and ``tests/``, and the writable folders, emptied. Nothing in it is
+trusted as left:
+
+- the instruction is checked before the agent starts and the tests (:func:`sync_tree`)
+  after it has ended, right before the verifier; whatever differs from the task, in
+  content, kind, mode, a link or a hard link, is written anew. The verifier therefore sees
+  exactly what a fresh copy made after the agent would show it.
+- a writable folder is emptied when its trial ends only if every process of the trial is
+  known gone (each command's pids cgroup was removed: :attr:`ProcResult.sealed`), else it
+  goes to the reaper whole, as an escaped process may still hold it. Before each use
+  (:meth:`TrialFolders.fresh`) it must be the very folder made for it (same inode), empty,
+  with the owner, mode, size, links, extended attributes (ACLs included), inode flags
+  (``chattr``) and project it had when it was made; if anything differs it is replaced
+  by a new one.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
 import threading
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from rsiframe.util.reaper import discard
@@ -39,22 +49,24 @@ Entry = tuple[str, str, int, bytes]
 
 
 class TrialFolders:
-    """The trial folders under ``root``: :meth:`take` one for a task, :meth:`give_back`
-    it when the trial is over, :meth:`close` at the end (all of them go)."""
+    """The trial folders under ``root``: :meth:`take` one for a task, :meth:`fresh` each
+    writable folder before a phase writes it, :meth:`give_back` the folder when the trial
+    is over, :meth:`close` at the end (all of them go)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._free: dict[str, list[Path]] = {}
+        self._made: dict[Path, _Made] = {}  # each writable folder as it was made
         self._lock = threading.Lock()
 
     def take(self, task_id: str, instruction: str) -> Path:
         """A folder for one trial of ``task_id``, with ``task/instruction.md`` holding
-        ``instruction`` and none of :data:`WRITABLE` in it."""
+        ``instruction``; its writable folders are absent or empty (:meth:`fresh` them)."""
         with self._lock:
             kept = self._free.get(task_id)
             folder = kept.pop() if kept else None
         if folder is not None and not _reusable(folder):
-            discard(folder, into=self.root)
+            self._discard(folder)
             folder = None
         if folder is None:
             folder = self.root / f"trial-{task_id}-{uuid.uuid4().hex[:8]}"
@@ -62,15 +74,34 @@ class TrialFolders:
         _write_exactly(folder / "task", "instruction.md", instruction.encode())
         return folder
 
-    def give_back(self, task_id: str, folder: Path) -> None:
-        """The trial in ``folder`` is over (every process of it gone): its writable parts
-        go to the reaper, the rest waits for the task's next trial."""
+    def fresh(self, path: Path) -> Path:
+        """``path`` (a writable folder of a trial folder) an empty folder as ``mkdir`` makes
+        it: the one kept from the task's last trial if it is exactly what was made (see the
+        module's text), else a new one."""
+        with self._lock:
+            made = self._made.get(path)
+        if made is not None and _Made.of(path) == made:
+            return path
+        if os.path.lexists(path):
+            discard(path, into=self.root)
+        path.mkdir(parents=True)
+        made = _Made.of(path)
+        if made is not None:
+            with self._lock:
+                self._made[path] = made
+        return path
+
+    def give_back(self, task_id: str, folder: Path, *, sealed: bool = False) -> None:
+        """The trial in ``folder`` is over: its writable folders are emptied when
+        ``sealed`` (every process of the trial gone), else handed to the reaper whole;
+        the folder waits for the task's next trial."""
         try:
             for name in WRITABLE:
-                if os.path.lexists(folder / name):
-                    discard(folder / name, into=self.root)
+                part = folder / name
+                if os.path.lexists(part) and not (sealed and self._empty(part)):
+                    discard(part, into=self.root)
         except OSError:
-            discard(folder, into=self.root)
+            self._discard(folder)
             return
         with self._lock:
             self._free.setdefault(task_id, []).append(folder)
@@ -80,17 +111,103 @@ class TrialFolders:
         with self._lock:
             folders = [f for kept in self._free.values() for f in kept]
             self._free.clear()
+            self._made.clear()
         for folder in folders:
             discard(folder, into=self.root)
 
+    def _empty(self, part: Path) -> bool:
+        """Move what ``part`` holds to the reaper and give it back its mode as made; False
+        where it is not the folder made for it."""
+        with self._lock:
+            made = self._made.get(part)
+        st = os.lstat(part)
+        if made is None or not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != made.ino:
+            return False  # not the folder made for it (a link, or another folder put there)
+        for name in os.listdir(part):
+            discard(part / name, into=self.root)
+        if stat.S_IMODE(st.st_mode) != made.mode:
+            os.chmod(part, made.mode, follow_symlinks=False)
+        return True
+
+    def _discard(self, folder: Path) -> None:
+        with self._lock:
+            for name in WRITABLE:
+                self._made.pop(folder / name, None)
+        discard(folder, into=self.root)
+
+
+@dataclass(frozen=True)
+class _Made:
+    """What a writable folder's reuse is checked against: all a new ``mkdir`` decides that
+    the sandboxed agent could change and emptying would not undo."""
+
+    ino: tuple[int, int]
+    owner: tuple[int, int]
+    mode: int
+    nlink: int
+    size: int
+    empty: bool
+    xattrs: tuple[tuple[str, bytes], ...]
+    flags: bytes | None
+    fsx: bytes | None
+
+    @classmethod
+    def of(cls, path: Path) -> _Made | None:
+        """``path``'s record; None where it is not a folder (a link included)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            names = sorted(os.listxattr(fd))
+            return cls(
+                ino=(st.st_dev, st.st_ino),
+                owner=(st.st_uid, st.st_gid),
+                mode=stat.S_IMODE(st.st_mode),
+                nlink=st.st_nlink,
+                size=st.st_size,
+                empty=not os.listdir(fd),
+                xattrs=tuple((n, os.getxattr(fd, n)) for n in names),
+                flags=_ioctl(fd, _FS_IOC_GETFLAGS, 8),
+                fsx=_fsx(fd),
+            )
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+
+#: ``chattr`` flags (``FS_IOC_GETFLAGS``) and ``struct fsxattr`` (``FS_IOC_FSGETXATTR``)
+_FS_IOC_GETFLAGS = 0x80086601
+_FS_IOC_FSGETXATTR = 0x801C581F
+
+
+def _ioctl(fd: int, request: int, size: int) -> bytes | None:
+    try:
+        return fcntl.ioctl(fd, request, bytes(size))
+    except OSError:  # not a filesystem with such flags: the same for every folder on it
+        return None
+
+
+def _fsx(fd: int) -> bytes | None:
+    """``struct fsxattr`` less its extent count (which a folder's size already covers)."""
+    got = _ioctl(fd, _FS_IOC_FSGETXATTR, 28)
+    return None if got is None else got[:8] + got[12:]
+
 
 #: what a kept folder may hold, folder by folder (anything else, and it is not reused)
-_KEPT = {"": {"task", "tests", "logs"}, "logs": set(), "task": {"instruction.md"}}
+_KEPT = {
+    "": {"task", "tests", "logs", "app", "verifier-app", "verifier-agent-logs"},
+    "logs": {"agent", "verifier"},
+    "task": {"instruction.md"},
+}
 
 
 def _reusable(folder: Path) -> bool:
-    """A real folder holding nothing but what is kept (:data:`_KEPT`): none of the writable
-    parts, nothing a process-sandbox agent left beside them for the next trial to find."""
+    """A real folder holding nothing but what is kept (:data:`_KEPT`): nothing a
+    process-sandbox agent left beside it for the next trial to find (the writable folders
+    are checked when used: :meth:`TrialFolders.fresh`)."""
     for sub, allowed in _KEPT.items():
         path = folder / sub if sub else folder
         try:

@@ -114,12 +114,14 @@ class _LinkWalk:
 def freeze(
     src: Path, dst: Path, *, max_bytes: int, max_files: int = 100_000, inside: str = INSIDE
 ) -> list[Removed]:
-    """Copy ``src`` (seen at ``inside``) to the new folder ``dst`` as described above; the
-    entries dropped."""
+    """Copy ``src`` (seen at ``inside``) into ``dst`` (a new folder, or an empty one) as
+    described above; the entries dropped."""
     removed: list[Removed] = []
     links: dict[str, str] = {}
     total = files = 0
-    dst.mkdir(parents=True)
+    dst.mkdir(parents=True, exist_ok=True)
+    if os.listdir(dst):
+        raise ValueError(f"{dst} is not empty")
     for dirpath, dirnames, filenames, dfd in os.fwalk(src, follow_symlinks=False):
         rel_dir = os.path.relpath(dirpath, src)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")

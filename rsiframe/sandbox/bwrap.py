@@ -77,6 +77,9 @@ class ProcResult:
     limit: str | None = None
     #: limits held only by a per-process rlimit because no cgroup could hold them, in words
     fallbacks: list[str] = dataclasses.field(default_factory=list)
+    #: every process of the command is known gone (its pids cgroup was removed): nothing
+    #: it started can still write into the folders it was given
+    sealed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -604,6 +607,7 @@ class Sandbox:
         if memory_mb is not None:
             lim = dataclasses.replace(lim, memory_mb=memory_mb)
         files = _captures()
+        res: ProcResult | None = None
         try:
             cmd, host_cwd, host_env = self._confined(
                 argv,
@@ -626,13 +630,15 @@ class Sandbox:
                 # uid to root's), and outside bubblewrap it is not set at all
                 binds = self.kind == "bwrap" and os.geteuid() != 0
                 res.fallbacks = cgroup.fallbacks(nproc_binds=binds)
-            return res
+            return res  # marked sealed (or not) below, once its cgroups are removed
         finally:
             sealed = cgroup is not None and "pids" in cgroup.made
             if cgroup is not None:
                 # kills first: nothing in the run's cgroups outlives it
                 sealed = cgroup.remove() and sealed
             _recycle(files, sealed=sealed)
+            if res is not None:
+                res.sealed = sealed
 
 
 class ProcessSandbox(Sandbox):

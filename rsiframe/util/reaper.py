@@ -15,6 +15,7 @@ import itertools
 import os
 import queue
 import shutil
+import stat
 import threading
 from pathlib import Path
 
@@ -26,7 +27,7 @@ _names = itertools.count()
 
 
 def discard(path: Path, *, into: Path | None = None) -> None:
-    """Remove ``path`` (a folder; a missing one is fine) in the background; it is renamed
+    """Remove ``path`` (a folder or a file; a missing one is fine) in the background; it is renamed
     aside in ``into`` (a folder on the same filesystem), else beside itself."""
     global _pending, _thread
     aside = (into or path.parent) / f".discard-{os.getpid()}-{next(_names)}-{path.name}"
@@ -48,11 +49,20 @@ def discard(path: Path, *, into: Path | None = None) -> None:
 def _run() -> None:
     global _pending
     while True:
-        path = _queue.get()
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(_queue.get())
         with _cond:
             _pending -= 1
             _cond.notify_all()
+
+
+def _remove(path: Path) -> None:
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
+    except OSError:
+        pass
 
 
 def settle(timeout: float | None = None) -> bool:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from rsiframe.evaluators.base import TaskRun
 from rsiframe.evaluators.local import LocalEngine
+from rsiframe.evaluators.trialfolders import WRITABLE
 from rsiframe.recipe.evaluator import LocalEngineConfig
 from rsiframe.sandbox import cgroups
 from rsiframe.sandbox.bwrap import ProcessSandbox, bwrap_works
@@ -334,12 +336,17 @@ def test_concurrent_tasks_all_come_back(tmp_path: Path, mode: str) -> None:
     assert sorted(r.task_id for r in done) == sorted(out.runs)
     assert out.task_seconds == pytest.approx(sum(r.seconds for r in out.runs.values()))
     # what the phases wrote is deleted in the background; each task's folder is kept for
-    # its next trial with only the instruction and the tests in it, until the engine closes
+    # its next trial with the instruction, the tests and its writable folders, emptied (a
+    # pids cgroup said every process was gone), until the engine closes
     assert reaper.settle(30)
     kept = sorted((tmp_path / "work").iterdir())
     assert len(kept) == 5
-    assert all(sorted(p.name for p in k.iterdir()) == ["logs", "task", "tests"] for k in kept)
-    assert all(list((k / "logs").iterdir()) == [] for k in kept)
+    sealed = not isinstance(cgroups.root("pids"), str)  # else they went whole
+    writable = [n for n in WRITABLE if sealed]
+    for k in kept:
+        got = {str(p.relative_to(k)) for p in k.rglob("*") if k / "tests" not in p.parents}
+        assert got == {"logs", "task", "task/instruction.md", "tests", *writable}
+        assert all(list((k / n).iterdir()) == [] for n in writable)
     engine.close()
     assert reaper.settle(30)
     assert list((tmp_path / "work").iterdir()) == []
@@ -511,3 +518,71 @@ def test_an_agent_cannot_plant_tests_in_the_folder_kept_from_its_tasks_last_tria
         assert run.trajectory["verifier"]["stdout_tail"] == "want 42 got 41\n"
         rewards.append(run.reward)
     assert rewards == [0.0, 0.0, 0.0]
+
+
+_SEEN = (
+    'echo "app: $(ls -A "$RSI_APP" | tr "\\n" " ")$(stat -c %a "$RSI_APP")"; '
+    'echo "logs: $(ls -A "$RSI_LOGS/agent" | tr "\\n" " ")$(stat -c %a "$RSI_LOGS/agent")"; '
+    "echo \"xattrs: $(python3 -c 'import os,sys; print(os.listxattr(sys.argv[1]))' "
+    '"$RSI_APP")"; '
+)
+_LEAVE = (
+    'echo 42 > "$RSI_APP/answer.txt"; echo left > "$RSI_APP/leftover"; '
+    'mkdir "$RSI_APP/d"; echo left > "$RSI_APP/d/f"; echo left > "$RSI_LOGS/agent/leftover"; '
+    'echo 1 > "$RSI_LOGS/verifier/reward.txt" 2>/dev/null; '
+    'chmod 777 "$RSI_APP" "$RSI_LOGS/agent"; '
+)
+_PLANT_XATTR = (
+    "python3 -c \"import os; os.setxattr(os.environ['RSI_APP'], 'user.planted', b'1')\"; "
+)
+_VERIFIER_SEES = """#!/bin/bash
+app="${RSI_APP:-/app}"
+out="${RSI_LOGS:-/logs}/verifier"
+echo "app: $(ls -A "$app" | tr '\\n' ' ')"
+echo "verifier logs: $(ls -A "$out" | tr '\\n' ' ')"
+if [ "$(cat "$app/answer.txt")" = 42 ]; then echo 1 > "$out/reward.txt"; fi
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tamper", ["files", "xattr"])
+def test_a_kept_writable_folder_shows_the_next_trial_nothing_of_the_last(
+    tmp_path: Path, mode: str, tamper: str
+) -> None:
+    """A task's writable folders are kept, emptied, for its next trial once every process
+    of the trial is gone. Whatever the agent left in them, the next agent and verifier see
+    the folders as new: only the task's environment, mode 755, no extended attribute, no
+    reward file. A folder given an attribute emptying would not undo is made anew."""
+    _need_pids_cgroup()  # kept only where every process is known gone (a pids cgroup)
+    agent = _SEEN + _LEAVE + (_PLANT_XATTR if tamper == "xattr" else "")
+    engine = _engine(tmp_path, agent, mode)
+    task = _task(tmp_path / "tasks", test_sh=_VERIFIER_SEES)
+    store = Store()
+    held: list[int] = []  # the folders' inodes, held open so that no number is used twice
+    for _ in range(3):
+        run = engine.run(_candidate(tmp_path), [task], store.put).runs[task.id]
+        assert run.error is None and run.reward == 1.0, run.trajectory
+        assert run.trajectory["agent"]["stdout_tail"] == (
+            "app: given.txt 755\nlogs: 755\nxattrs: []\n"
+        )
+        assert run.trajectory["verifier"]["stdout_tail"] == (
+            "app: answer.txt d given.txt leftover \nverifier logs: \n"
+        )
+        (folder,) = (tmp_path / "work").glob("trial-t1-*")
+        assert os.listdir(folder / "app") == []  # emptied when the trial ended
+        held.append(os.open(folder / "app", os.O_RDONLY | os.O_DIRECTORY))
+    try:
+        inodes = {os.fstat(fd).st_ino for fd in held}
+        assert len(inodes) == (1 if tamper == "files" else 3)
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _need_pids_cgroup() -> None:
+    from rsiframe.sandbox import cgroups
+
+    if isinstance(cgroups.root("pids"), str):
+        if cgroups.required():  # CI: a missing cgroup must not turn into a skip
+            pytest.fail("RSIFRAME_REQUIRE_BWRAP is set but there is no pids cgroup")
+        pytest.skip("platform limit: no cgroup v1 pids hierarchy here")

@@ -3,6 +3,7 @@ nothing a sandbox wrote in it and nothing left as found unless it is exactly the
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import threading
@@ -82,15 +83,15 @@ def test_an_instruction_left_otherwise_is_written_anew_as_a_plain_file(
     assert outside.read_text() == "the task\n"  # what a link named is untouched
 
 
-@pytest.mark.parametrize("left", ["app", "notes.txt", "logs/other", "task/answers.txt"])
+@pytest.mark.parametrize("left", ["verifier", "notes.txt", "logs/other", "task/answers.txt"])
 def test_a_folder_holding_more_than_is_kept_is_not_reused(tmp_path: Path, left: str) -> None:
-    """A writable part, or anything else (under the process sandbox an agent can write
-    beside its folders, for the task's next trial to find), and the folder goes."""
+    """Anything beyond what is kept (under the process sandbox an agent can write beside
+    its folders, for the task's next trial to find), and the folder goes."""
     folders = TrialFolders(tmp_path)
     folder = folders.take("t1", "x")
     (folder / "logs").mkdir()
     folders.give_back("t1", folder)
-    if left == "app":
+    if left == "verifier":
         (folder / left).mkdir()  # appeared after the hand-back
     else:
         (folder / left).write_text("for the next trial")
@@ -175,3 +176,105 @@ def test_takes_of_one_task_at_once_get_folders_of_their_own(tmp_path: Path) -> N
     for t in threads:
         t.join()
     assert len(set(got)) == 6
+
+
+def _trial(folders: TrialFolders) -> Path:
+    """One trial of task t: each writable folder made fresh and written into."""
+    folder = folders.take("t", "x")
+    for name in WRITABLE:
+        part = folders.fresh(folder / name)
+        (part / "out.txt").write_text("left by the trial")
+        (part / "sub").mkdir()
+        part.chmod(0o777)
+    return folder
+
+
+def _inodes(folder: Path) -> dict[str, int]:
+    return {name: os.lstat(folder / name).st_ino for name in WRITABLE}
+
+
+def test_a_sealed_trials_writable_folders_are_kept_emptied_with_their_mode_as_made(
+    tmp_path: Path,
+) -> None:
+    folders = TrialFolders(tmp_path / "work")
+    folder = _trial(folders)
+    before = _inodes(folder)
+    folders.give_back("t", folder, sealed=True)
+    for name in WRITABLE:
+        assert os.listdir(folder / name) == []
+        assert os.lstat(folder / name).st_mode & 0o7777 == 0o755
+    assert folders.take("t", "x") == folder
+    assert {name: os.lstat(folders.fresh(folder / name)).st_ino for name in WRITABLE} == before
+    assert reaper.settle(30)
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [folder.name]
+
+
+def test_an_unsealed_trials_writable_folders_go_whole(tmp_path: Path) -> None:
+    """A process of the trial may still hold them (no pids cgroup told that all are gone):
+    they go to the reaper, folder and all, and the next trial gets new ones."""
+    folders = TrialFolders(tmp_path / "work")
+    folder = _trial(folders)
+    held = os.open(folder / "app", os.O_RDONLY | os.O_DIRECTORY)  # keeps its inode number
+    try:
+        folders.give_back("t", folder, sealed=False)
+        assert not any(os.path.lexists(folder / name) for name in WRITABLE)
+        assert folders.take("t", "x") == folder
+        assert os.lstat(folders.fresh(folder / "app")).st_ino != os.fstat(held).st_ino
+    finally:
+        os.close(held)
+
+
+def _set_flag(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        flags = int.from_bytes(fcntl.ioctl(fd, 0x80086601, bytes(8))[:4], "little")
+        fcntl.ioctl(fd, 0x40086602, (flags | 0x40).to_bytes(8, "little"))  # chattr +d
+    except OSError as exc:
+        pytest.skip(f"platform limit: this filesystem has no inode flags ({exc})")
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(
+    "tamper", ["file", "mode", "xattr", "flag", "link", "swapped", "grown", "owner"]
+)
+def test_a_kept_writable_folder_left_otherwise_is_made_anew(tmp_path: Path, tamper: str) -> None:
+    """Whatever changed a kept folder after its trial ended, or what emptying does not
+    undo, and the next trial gets a new, empty folder (the old one, and what a link named,
+    untouched by the new trial)."""
+    folders = TrialFolders(tmp_path / "work")
+    folder = _trial(folders)
+    part = folder / "app"
+    if tamper == "grown":  # a folder that held many entries keeps its size: not as made
+        for i in range(400):
+            (part / f"f{i:04d}-{'x' * 40}").write_text("")
+    folders.give_back("t", folder, sealed=True)
+    held = os.open(part, os.O_RDONLY | os.O_DIRECTORY)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if tamper == "file":
+        (part / "planted").write_text("for the next trial")
+    elif tamper == "mode":
+        part.chmod(0o2777)
+    elif tamper == "xattr":
+        os.setxattr(part, "user.planted", b"1")
+    elif tamper == "flag":
+        _set_flag(part)
+    elif tamper == "link":
+        part.rmdir()
+        part.symlink_to(outside)
+    elif tamper == "swapped":  # a look-alike: empty, same mode
+        part.rename(tmp_path / "old-app")
+        part.mkdir()
+    elif tamper == "owner":
+        os.chown(part, 1234, 1234)
+    try:
+        assert folders.take("t", "x") == folder
+        got = folders.fresh(part)
+        st = os.lstat(got)
+        assert got == part and not part.is_symlink() and os.listdir(part) == []
+        assert st.st_ino != os.fstat(held).st_ino
+        assert (st.st_uid, st.st_mode & 0o7777, os.listxattr(part)) == (os.getuid(), 0o755, [])
+        assert os.listdir(outside) == []
+    finally:
+        os.close(held)

@@ -901,6 +901,7 @@ def test_a_commands_output_files_are_reused_only_when_no_process_of_it_is_left(
     try:
         first = run([sys.executable, "-c", _ESCAPE])
         assert first.ok and first.stdout.startswith(b"first\n")
+        assert first.sealed is held  # what a trial's folders are kept by (trialfolders)
         kept = _output_inodes()
         assert (kept is not None) is held
         time.sleep(0.1)  # the escaped writer, where it lives, writes meanwhile
