@@ -49,6 +49,10 @@ from rsiframe.slots.untrusted import make_operator
 from rsiframe.surface import Surface
 from rsiframe.tasks.taskset import SPLITS, tasks_by_split
 from rsiframe.util import reaper
+from rsiframe.util.spares import Spares
+
+#: mutation folders set aside for the next candidates (one per candidate in flight, or more)
+MUTATE_SPARES = 8
 
 
 class Engine:
@@ -67,6 +71,8 @@ class Engine:
         # training data is audited against the gate and sealed items (D/T/H builds)
         self.evaluator.protect(tasks_by_split(parts.taskset, parts.task_lock.split))
         self.repo = parts.repo
+        # candidates' mutation folders, set aside to be rewritten as the next ones
+        self.workdirs = Spares(self.paths.work, "mutate-spare", MUTATE_SPARES)
         self.lock = parts.lock
         self.hooks = parts.hooks
         self.resumed = resumed
@@ -269,6 +275,7 @@ class Engine:
         self.evaluator.close()
         self.archive.close()
         self.repo.close()
+        self.workdirs.close()
         reaper.settle(30.0)
         shutil.rmtree(self.paths.work, ignore_errors=True)
         self.lock.release()
@@ -490,10 +497,11 @@ class Engine:
 
         def work() -> Closure:
             try:
+                self.workdirs.take(workdir)  # an earlier one, rewritten in place (perf)
                 with self.repo.holding(parent.id):
                     outcome = self.transaction.run(cid, parent, generation, workdir)
             finally:
-                reaper.discard(workdir)  # deleted in the background (perf)
+                self.workdirs.set_aside(workdir)
                 self.timings.add(self.timings.total, cid, time.perf_counter() - t0)
             return lambda: self._take_back(outcome)
 

@@ -61,6 +61,7 @@ from rsiframe.engine.evaluation import BudgetRefused, TaskRunner
 from rsiframe.engine.taskruns import TaskRunMeter
 from rsiframe.errors import RsiError
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
+from rsiframe.repo.exportdir import copy_into
 from rsiframe.repo.gittree import FlatTree, Snapshot, snapshot
 from rsiframe.repo.guardrail import check as guardrail_check
 from rsiframe.repo.merge import merge_base, three_way
@@ -313,9 +314,7 @@ class Transaction:
         RNG of its own and the reasons its earlier proposals were sent back."""
         calls, view = self.calls, self.calls.view
         assert parent.commit is not None
-        shutil.rmtree(workdir, ignore_errors=True)
-        # a copy of the parent's verified export (same bytes and modes as its commit)
-        shutil.copytree(self.export(parent), workdir, symlinks=True)
+        self._copy_parent(parent, workdir)
         key = "mutate" if not tried else f"mutate#{len(tried)}"
         mctx = MutateContext(
             view,
@@ -342,6 +341,16 @@ class Transaction:
         details = {**mutation.details, "novelty_reproposals": earlier}
         return mutation.model_copy(update={"details": details})
 
+    def _copy_parent(self, parent: Candidate, workdir: Path) -> None:
+        """``workdir`` a copy of the parent's verified export (same bytes and modes as its
+        commit), written over what an earlier mutation left there (``exportdir``)."""
+        export = self.export(parent)
+        try:
+            copy_into(export, workdir)
+        except OSError:  # what was there could not be made right: a new copy
+            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.copytree(export, workdir, symlinks=True)
+
     def _merge(
         self,
         cid: str,
@@ -355,8 +364,7 @@ class Transaction:
         """The framework's 3-way merge of two admitted candidates, then the usual checks."""
         assert parent.commit and second.commit and base.commit
         self.calls.progress.stage(cid, "merge")
-        shutil.rmtree(workdir, ignore_errors=True)
-        shutil.copytree(self.export(parent), workdir, symlinks=True)
+        self._copy_parent(parent, workdir)
         out = three_way(
             self.repo, base.commit, parent.commit, second.commit, self.surface, plan, workdir
         )

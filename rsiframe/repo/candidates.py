@@ -23,10 +23,9 @@ import git
 
 from rsiframe.archive.log import write_atomic
 from rsiframe.errors import RunFolderError
+from rsiframe.repo.exportdir import GitlinkInTree, write_tree
 from rsiframe.repo.gittree import (
-    MODE_EXEC,
     MODE_GITLINK,
-    MODE_LINK,
     Entry,
     FlatTree,
     Snapshot,
@@ -35,11 +34,13 @@ from rsiframe.repo.gittree import (
     snapshot,
     tree_objects,
 )
-from rsiframe.util import reaper
+from rsiframe.util.spares import Spares
 
 _IDENT = "rsiframe <rsiframe@localhost>"
 #: verified exports kept in the export folder (admitted ones are reused as parents)
 KEEP_EXPORTS = 16
+#: exports no longer kept that are set aside to be rewritten in place as new ones
+SPARE_EXPORTS = 4
 CANDIDATE_REFS = "refs/rsiframe/candidates"
 REJECTED_REFS = "refs/rsiframe/rejected"
 
@@ -79,6 +80,8 @@ class CandidateRepo:
         self._exporting = threading.Lock()
         self._git = threading.RLock()
         self._held: Counter[str] = Counter()  # exports in use by work in flight: never pruned
+        # exports set aside, to be rewritten in place as new ones
+        self._spares = Spares(exports, "spare", SPARE_EXPORTS) if exports is not None else None
 
     @classmethod
     def create(cls, path: Path, exports: Path | None = None) -> CandidateRepo:
@@ -86,6 +89,8 @@ class CandidateRepo:
         return cls(path, exports)
 
     def close(self) -> None:
+        if self._spares is not None:
+            self._spares.close()
         self.repo.close()
 
     # -- writing ---------------------------------------------------------------
@@ -214,20 +219,18 @@ class CandidateRepo:
 
     @_serial
     def export(self, commit: str, dest: Path) -> str:
-        """Write the commit's tree into empty ``dest`` and check it hashes to the commit's tree."""
-        dest.mkdir(parents=True, exist_ok=True)
+        """Write the commit's tree into ``dest`` (empty, or holding an older export: it is
+        rewritten in place, :mod:`rsiframe.repo.exportdir`) and check it hashes to the
+        commit's tree."""
         odb = self.repo.odb
-        for path, entry in self.flat_tree(commit).items():
-            target = dest / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            data = odb.stream(bytes.fromhex(entry.sha)).read()
-            if entry.mode == MODE_LINK:
-                os.symlink(os.fsdecode(data), target)
-            elif entry.mode == MODE_GITLINK:
-                raise ExportMismatch(f"gitlink {path} cannot be exported")
-            else:
-                target.write_bytes(data)
-                target.chmod(0o755 if entry.mode == MODE_EXEC else 0o644)
+        try:
+            entries = self.flat_tree(commit)
+            modes = {path: e.mode for path, e in entries.items()}
+            write_tree(
+                dest, modes, lambda path: odb.stream(bytes.fromhex(entries[path].sha)).read()
+            )
+        except GitlinkInTree as exc:
+            raise ExportMismatch(f"gitlink {exc} cannot be exported") from exc
         expected = self.tree_of(commit)
         got = snapshot(dest, ignore=())
         if got.problems or got.tree_sha != expected:
@@ -241,7 +244,8 @@ class CandidateRepo:
     def verified_export(self, name: str, commit: str, tree: str) -> Path:
         """The commit's tree under ``exports/name``: exported once, and re-hashed against
         ``tree`` before every reuse (an altered export is exported again). Keeps the
-        :data:`KEEP_EXPORTS` newest."""
+        :data:`KEEP_EXPORTS` newest; an older one is kept aside (up to :data:`SPARE_EXPORTS`)
+        and rewritten in place as the next new export, where it differs."""
         assert self.exports is not None, "this repository has no export folder"
         with self._exporting:
             dest = self.exports / name
@@ -249,13 +253,18 @@ class CandidateRepo:
                 got = snapshot(dest, ignore=())
                 if not got.problems and got.tree_sha == tree:
                     return dest
-            fresh_dir(dest)
-            self.export(commit, dest)
+            elif self._spares is not None:
+                self._spares.take(dest)
+            try:
+                self.export(commit, dest)
+            except (ExportMismatch, OSError):  # what was there could not be made right: anew
+                fresh_dir(dest)
+                self.export(commit, dest)
+            os.utime(dest)  # the newest now, whatever was rewritten in place
             exports = [p for p in dest.parent.iterdir() if not p.name.startswith(".")]
             kept = sorted(exports, key=lambda p: p.stat().st_mtime)  # (.discard-*: going)
             for old in kept[:-KEEP_EXPORTS]:
-                if not self._held[old.name]:
-                    reaper.discard(old)
+                self._set_aside(old)
             return dest
 
     @contextlib.contextmanager
@@ -273,7 +282,13 @@ class CandidateRepo:
         """Forget one export (a declined candidate will not be a parent)."""
         if self.exports is not None:
             with self._exporting:
-                reaper.discard(self.exports / name)
+                self._set_aside(self.exports / name)
+
+    def _set_aside(self, export: Path) -> None:
+        """An export no longer kept: a spare for the next new one (one that work in flight
+        uses stays)."""
+        if not self._held[export.name] and self._spares is not None:
+            self._spares.set_aside(export)
 
 
 def fresh_dir(path: Path) -> Path:

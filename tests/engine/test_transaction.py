@@ -6,6 +6,7 @@ calls; the operators are scripted here, the state is folded from hand-written si
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,7 @@ from rsiframe.engine.evaluation import TaskRunner
 from rsiframe.engine.inflight import Inflight
 from rsiframe.engine.taskruns import TaskRunMeter
 from rsiframe.engine.transaction import RunFailure, Transaction
+from rsiframe.evaluators.trialfolders import manifest
 from rsiframe.recipe.schema import Budget
 from rsiframe.repo.candidates import CANDIDATE_REFS, REJECTED_REFS, CandidateRepo
 from rsiframe.repo.gittree import snapshot
@@ -399,3 +401,37 @@ def test_a_proposal_novelty_sent_back_holds_no_tree(rig: Rig) -> None:
     assert resumed.claim("c0002", first) is None
     assert tx.claims.claim("c0002", first) is None  # was: 'c0001' (the live run only)
     assert tx.claims.claim("c0003", last) == CHILD
+
+
+def test_a_mutation_folder_left_by_an_earlier_mutation_is_the_parents_export_again(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """The engine sets a candidate's mutation folder aside and writes the next one over
+    it (``Spares``, ``exportdir.copy_into``). Whatever the earlier mutation left, the next
+    mutate operator sees exactly the parent's export (names, kinds, bytes, modes, folders
+    755), nothing is written through a link it left, and only its own change is committed."""
+    work = rig.root / "work" / CHILD
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    (work / "deep" / "er").mkdir(parents=True)  # what an earlier mutation left
+    (work / "deep").chmod(0o700)
+    (work / "planted.txt").write_text("outside the surface")
+    (work / "config.yaml").write_text("level: 99\nstyle: plain\n")
+    (work / "agent.py").symlink_to(outside)
+    work.chmod(0o777)
+    seen: list[object] = []
+
+    def look(w: Path) -> None:
+        seen.append(manifest(w))
+        raise_level(w)
+
+    tx = rig.transaction(mutate=Edit(look))
+    proposed = tx.select(rig.run.state, CHILD, 1)
+    rig.run.emit(proposed)
+    seed = rig.run.state.candidates[SEED]
+    outcome = tx.run(CHILD, seed, 1, work)
+    assert seen == [manifest(tx.export(seed))]
+    assert outside.read_text() == "outside\n"
+    assert isinstance(outcome, E.CandidateMutated), outcome
+    assert outcome.changes == [{"kind": "modified", "path": "config.yaml"}]
+    assert os.lstat(work).st_mode & 0o777 == 0o755

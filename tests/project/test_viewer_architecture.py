@@ -35,6 +35,8 @@ BELOW_READ_SIDE = {
     "rsiframe.util.faults",
     "rsiframe.certs.keys",
     "rsiframe.util.reaper",  # candidates prunes exports with it (a folder removal, not run state)
+    "rsiframe.util.spares",  # ... or sets them aside to be written over (folders, not run state)
+    "rsiframe.repo.exportdir",  # candidates writes exports with it (a folder, not run state)
     "rsiframe.util.safefile",
     "rsiframe.surface",
 }

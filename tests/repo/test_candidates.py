@@ -188,42 +188,54 @@ def test_export_mismatch_when_hash_differs(
         repo.export(c0, tmp_path / "export")
 
 
-def test_export_mismatch_when_destination_holds_extra_files(
+def test_an_export_over_an_older_one_leaves_exactly_the_tree_writing_only_what_differs(
     tmp_path: Path, repo: CandidateRepo
 ) -> None:
+    """A recycled export (:meth:`CandidateRepo.verified_export`) is rewritten in place:
+    what is not in the tree goes (a .git folder included), what is another kind is made
+    anew, nothing is written through a link or a second hard link, and a file that already
+    holds its bytes keeps its inode."""
     seed = _make_seed(tmp_path / "seed")
     c0 = repo.commit(repo.store(snapshot(seed)), None, "seed", _ref(0))
     dest = tmp_path / "export"
-    dest.mkdir()
+    repo.export(c0, dest)
+    kept = os.lstat(dest / "agent" / "main.py").st_ino
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
     (dest / "planted.txt").write_text("not in the commit")
-    with pytest.raises(ExportMismatch):
-        repo.export(c0, dest)
+    (dest / ".git").mkdir()
+    (dest / "config.yaml").unlink()
+    (dest / "config.yaml").symlink_to(outside)  # a link where a file belongs
+    (dest / "agent" / "run.sh").unlink()
+    os.link(outside, dest / "agent" / "run.sh")  # a second name of a file outside
+    (dest / "latest").unlink()
+    (dest / "latest").mkdir()  # a folder where a link belongs
+    (dest / "data" / "nested" / "blob.bin").chmod(0o755)
+    assert repo.export(c0, dest) == snapshot(seed).tree_sha
+    assert snapshot(dest, ignore=()).tree_sha == snapshot(seed).tree_sha
+    assert not (dest / "planted.txt").exists() and not (dest / ".git").exists()
+    assert outside.read_text() == "outside\n"
+    assert os.lstat(dest / "agent" / "run.sh").st_nlink == 1
+    assert os.lstat(dest / "agent" / "main.py").st_ino == kept
 
 
 def test_export_mismatch_when_a_written_file_is_corrupted(
     tmp_path: Path, repo: CandidateRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from rsiframe.repo import exportdir
+
     seed = _make_seed(tmp_path / "seed")
     c0 = repo.commit(repo.store(snapshot(seed)), None, "seed", _ref(0))
-    real_write = Path.write_bytes
+    real_put = exportdir._put_file
 
-    def corrupting_write(self: Path, data: bytes) -> int:
-        if self.name == "config.yaml":
+    def corrupting_put(target: Path, data: bytes, mode: int) -> None:
+        if target.name == "config.yaml":
             data = data + b"# tampered\n"
-        return real_write(self, data)
+        real_put(target, data, mode)
 
-    monkeypatch.setattr(Path, "write_bytes", corrupting_write)
+    monkeypatch.setattr(exportdir, "_put_file", corrupting_put)
     with pytest.raises(ExportMismatch):
         repo.export(c0, tmp_path / "export")
-
-
-def test_export_mismatch_on_a_git_entry_in_destination(tmp_path: Path, repo: CandidateRepo) -> None:
-    seed = _make_seed(tmp_path / "seed")
-    c0 = repo.commit(repo.store(snapshot(seed)), None, "seed", _ref(0))
-    dest = tmp_path / "export"
-    (dest / ".git").mkdir(parents=True)
-    with pytest.raises(ExportMismatch):
-        repo.export(c0, dest)
 
 
 def test_commit_of_empty_tree(tmp_path: Path, repo: CandidateRepo) -> None:
@@ -314,11 +326,53 @@ def test_verified_export_is_reused_rechecked_and_bounded(tmp_path: Path) -> None
     again = repo.verified_export("c0000", c0, snap.tree_sha)
     assert (again / "config.yaml").read_text() == "level: 1\n"
     assert snapshot(again).tree_sha == snap.tree_sha
-    for i in range(1, candidates_mod.KEEP_EXPORTS + 3):
+    n = candidates_mod.KEEP_EXPORTS + candidates_mod.SPARE_EXPORTS + 3
+    for i in range(1, n):
         repo.verified_export(f"c{i:04d}", c0, snap.tree_sha)
-    assert reaper.settle(30)  # pruned exports are deleted in the background
-    assert len(list((tmp_path / "exports").iterdir())) == candidates_mod.KEEP_EXPORTS
-    repo.drop_export(f"c{candidates_mod.KEEP_EXPORTS + 2:04d}")
+    # each pruned export is set aside and becomes the next new one: one spare at a time
+    assert _exports(tmp_path / "exports") == (candidates_mod.KEEP_EXPORTS, 1)
+    for i in range(candidates_mod.SPARE_EXPORTS + 2):  # dropped at once: spares, then reaped
+        repo.drop_export(f"c{n - 1 - i:04d}")
     assert reaper.settle(30)
-    assert len(list((tmp_path / "exports").iterdir())) == candidates_mod.KEEP_EXPORTS - 1
+    left = candidates_mod.KEEP_EXPORTS - candidates_mod.SPARE_EXPORTS - 2
+    assert _exports(tmp_path / "exports") == (left, candidates_mod.SPARE_EXPORTS)
+    repo.close()
+
+
+def _exports(folder: Path) -> tuple[int, int]:
+    """(exports, spares) in an export folder; nothing else is left there."""
+    names = [p.name for p in folder.iterdir()]
+    spares = [n for n in names if n.startswith(".spare-")]
+    assert all(not n.startswith(".") for n in names if n not in spares), names
+    return len(names) - len(spares), len(spares)
+
+
+def test_an_export_no_longer_kept_becomes_the_next_one_rewritten_where_it_differs(
+    tmp_path: Path,
+) -> None:
+    """A dropped export is set aside and the next new export is written into it: the
+    folder and every file whose bytes match keep their inodes, and the result is the new
+    commit's tree exactly, even where the spare was tampered with meanwhile."""
+    repo = CandidateRepo.create(tmp_path / "repo.git", tmp_path / "exports")
+    seed = _make_seed(tmp_path / "seed")
+    s0 = snapshot(seed)
+    c0 = repo.commit(repo.store(s0), None, "seed", _ref(0))
+    (seed / "config.yaml").write_text("level: 2\n")
+    (seed / "agent" / "main.py").unlink()
+    (seed / "new.txt").write_text("new\n")
+    s1 = snapshot(seed)
+    c1 = repo.commit(repo.store(s1), c0, "child", _ref(1))
+    first = repo.verified_export("c0000", c0, s0.tree_sha)
+    folder, blob = os.lstat(first).st_ino, os.lstat(first / "data" / "nested" / "blob.bin").st_ino
+    repo.drop_export("c0000")
+    (spare,) = (tmp_path / "exports").iterdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    (spare / "new.txt").symlink_to(outside)  # planted where the next tree has a file
+    second = repo.verified_export("c0001", c1, s1.tree_sha)
+    assert os.lstat(second).st_ino == folder
+    assert os.lstat(second / "data" / "nested" / "blob.bin").st_ino == blob
+    assert snapshot(second, ignore=()).tree_sha == s1.tree_sha
+    assert outside.read_text() == "outside\n"
+    assert [p.name for p in (tmp_path / "exports").iterdir()] == ["c0001"]
     repo.close()
