@@ -17,6 +17,10 @@ trusted as left:
   after it has ended, right before the verifier; whatever differs from the task, in
   content, kind, mode, a link or a hard link, is written anew. The verifier therefore sees
   exactly what a fresh copy made after the agent would show it.
+- what a trial wrote is deleted in the background, except small files (a reward, a log
+  line: :data:`SPENT_FILE`), which wait in ``.spent/`` until the folders close: on this
+  disk each file deleted slows every file made near it for a minute or more, and a run
+  makes files all the time (docs/performance.md).
 - a writable folder is emptied when its trial ends only if every process of the trial is
   known gone (each command's pids cgroup was removed: :attr:`ProcResult.sealed`), else it
   goes to the reaper whole, as an escaped process may still hold it. Before each use
@@ -28,7 +32,6 @@ trusted as left:
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import stat
@@ -37,11 +40,16 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from rsiframe.util import fsflags
 from rsiframe.util.reaper import discard
 from rsiframe.util.safefile import UnsafeFile, read_regular
 
 #: the parts of a trial folder a sandbox writes: every trial gets them fresh
 WRITABLE = ("app", "logs/agent", "logs/verifier", "verifier-app", "verifier-agent-logs")
+#: the small files trials leave (a reward, a log line) are set aside until the folders
+#: close rather than deleted at once: each file of at most SPENT_FILE bytes on disk, up to
+#: SPENT_FILES of them and SPENT_BYTES in all; beyond that they are deleted as they come
+SPENT_FILE, SPENT_FILES, SPENT_BYTES = 64 << 10, 20_000, 64 << 20
 #: the largest file :func:`sync_tree` compares rather than copies anew
 _CAP = 16 << 20
 
@@ -57,6 +65,7 @@ class TrialFolders:
         self.root = root
         self._free: dict[str, list[Path]] = {}
         self._made: dict[Path, _Made] = {}  # each writable folder as it was made
+        self._spent = self._spent_bytes = 0  # small files set aside until close
         self._lock = threading.Lock()
 
     def take(self, task_id: str, instruction: str) -> Path:
@@ -112,7 +121,7 @@ class TrialFolders:
             folders = [f for kept in self._free.values() for f in kept]
             self._free.clear()
             self._made.clear()
-        for folder in folders:
+        for folder in [*folders, self.root / ".spent"]:
             discard(folder, into=self.root)
 
     def _empty(self, part: Path) -> bool:
@@ -124,10 +133,32 @@ class TrialFolders:
         if made is None or not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != made.ino:
             return False  # not the folder made for it (a link, or another folder put there)
         for name in os.listdir(part):
-            discard(part / name, into=self.root)
+            self._drop(part / name)
         if stat.S_IMODE(st.st_mode) != made.mode:
             os.chmod(part, made.mode, follow_symlinks=False)
         return True
+
+    def _drop(self, path: Path) -> None:
+        """What a trial left in a writable folder: a small plain file is set aside in
+        ``.spent/`` until :meth:`close` (:data:`SPENT_FILES`, :data:`SPENT_BYTES`), the
+        rest goes to the reaper now."""
+        st = os.lstat(path)
+        size = st.st_blocks * 512
+        with self._lock:
+            keep = stat.S_ISREG(st.st_mode) and size <= SPENT_FILE
+            keep = keep and self._spent < SPENT_FILES and self._spent_bytes + size <= SPENT_BYTES
+            if keep:
+                self._spent += 1
+                self._spent_bytes += size
+                aside = self.root / ".spent" / str(self._spent)
+        if not keep:
+            discard(path, into=self.root)
+            return
+        aside.parent.mkdir(exist_ok=True)
+        try:
+            path.rename(aside)
+        except OSError:
+            discard(path, into=self.root)
 
     def _discard(self, folder: Path) -> None:
         with self._lock:
@@ -169,7 +200,7 @@ class _Made:
                 size=st.st_size,
                 empty=not os.listdir(fd),
                 xattrs=tuple((n, os.getxattr(fd, n)) for n in names),
-                flags=_ioctl(fd, _FS_IOC_GETFLAGS, 8),
+                flags=fsflags.query(fd, fsflags.GETFLAGS, 8),
                 fsx=_fsx(fd),
             )
         except OSError:
@@ -178,21 +209,9 @@ class _Made:
             os.close(fd)
 
 
-#: ``chattr`` flags (``FS_IOC_GETFLAGS``) and ``struct fsxattr`` (``FS_IOC_FSGETXATTR``)
-_FS_IOC_GETFLAGS = 0x80086601
-_FS_IOC_FSGETXATTR = 0x801C581F
-
-
-def _ioctl(fd: int, request: int, size: int) -> bytes | None:
-    try:
-        return fcntl.ioctl(fd, request, bytes(size))
-    except OSError:  # not a filesystem with such flags: the same for every folder on it
-        return None
-
-
 def _fsx(fd: int) -> bytes | None:
     """``struct fsxattr`` less its extent count (which a folder's size already covers)."""
-    got = _ioctl(fd, _FS_IOC_FSGETXATTR, 28)
+    got = fsflags.query(fd, fsflags.FSGETXATTR, 28)
     return None if got is None else got[:8] + got[12:]
 
 

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from rsiframe.evaluators.trialfolders import WRITABLE, TrialFolders, manifest, sync_tree
+from rsiframe.evaluators.trialfolders import (
+    SPENT_FILE,
+    WRITABLE,
+    TrialFolders,
+    manifest,
+    sync_tree,
+)
 from rsiframe.util import reaper
 
 
@@ -206,7 +212,18 @@ def test_a_sealed_trials_writable_folders_are_kept_emptied_with_their_mode_as_ma
     assert folders.take("t", "x") == folder
     assert {name: os.lstat(folders.fresh(folder / name)).st_ino for name in WRITABLE} == before
     assert reaper.settle(30)
-    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [folder.name]
+    # the small files wait in .spent/ until close (each deletion slows the disk), the rest
+    # (the folders the trial made, a large file) is deleted in the background
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [".spent", folder.name]
+    spent = sorted((tmp_path / "work" / ".spent").iterdir())
+    assert [p.read_text() for p in spent] == ["left by the trial"] * len(WRITABLE)
+    (folder / "app" / "big.bin").write_bytes(b"x" * (SPENT_FILE + 1))
+    folders.give_back("t", folder, sealed=True)
+    assert reaper.settle(30)
+    assert len(list((tmp_path / "work" / ".spent").iterdir())) == len(WRITABLE)
+    folders.close()
+    assert reaper.settle(30)
+    assert list((tmp_path / "work").iterdir()) == []
 
 
 def test_an_unsealed_trials_writable_folders_go_whole(tmp_path: Path) -> None:
