@@ -38,6 +38,7 @@ from rsiframe.recipe.overrides import folder_safe
 from rsiframe.repo.candidates import CANDIDATE_REFS, CandidateRepo, fresh_dir
 from rsiframe.slots import identity as opidentity
 from rsiframe.tasks.taskset import TaskLock, TaskSet
+from rsiframe.util import fsflags
 
 if TYPE_CHECKING:
     from rsiframe.gateway.modelcheck import ModelPing
@@ -149,6 +150,7 @@ def _new_folder(out: Path | None, default: Path) -> Path:
     if root.exists() and any(root.iterdir()):
         raise RunFolderError("output folder exists and is not empty", where=str(root))
     root.mkdir(parents=True, exist_ok=True)
+    fsflags.mark_top(root)  # its folders away from the machine's recent deletions (perf)
     return root.resolve()
 
 
