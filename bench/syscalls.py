@@ -8,7 +8,11 @@ one more candidate costs, without the run's start and end. Counted:
 - sync points: ``fsync`` + ``fdatasync`` (every file of every process);
 - process starts: ``execve`` (successful), and ``fork``/``vfork``/``clone``/``clone3``
   that made a process, not a thread;
-- cgroup operations: ``mkdir``/``rmdir`` under ``/sys/fs/cgroup``.
+- cgroup operations: ``mkdir``/``rmdir`` under ``/sys/fs/cgroup``;
+- inodes freed: files and folders removed (``unlink``, ``unlinkat``, ``rmdir`` elsewhere).
+  On ext4 without a journal each one slows every new file near it for a minute or more
+  (docs/performance.md); choose ``--small`` above 16 (the exports kept) so that what the
+  run's close removes is the same in both runs.
 
     python bench/syscalls.py                       # K=1 and K=4, 10 and 30 candidates
     python bench/syscalls.py --inflight 1 --small 10 --large 20
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 OVERHEAD = Path(__file__).resolve().parent / "overhead.py"
-TRACED = "fsync,fdatasync,execve,clone,clone3,fork,vfork,mkdir,mkdirat,rmdir,unlinkat"
+TRACED = "fsync,fdatasync,execve,clone,clone3,fork,vfork,mkdir,mkdirat,rmdir,unlink,unlinkat"
 CALL = re.compile(r"^\d+\s+(?:<\.\.\. )?(\w+)[( ]")
 
 
@@ -69,6 +73,8 @@ def classify(line: str) -> str | None:
         return None if "CLONE_THREAD" in line else "process"
     if name in ("mkdir", "mkdirat", "rmdir") and "/sys/fs/cgroup" in line:
         return "cgroup " + ("rmdir" if name == "rmdir" else "mkdir")
+    if name in ("unlink", "unlinkat", "rmdir"):
+        return "freed"  # a file or folder removed: its inode freed
     return None
 
 
@@ -136,7 +142,7 @@ def main() -> None:
                 f"K={k} ({args.mode}): per candidate ({args.small} -> {args.large} candidates):"
                 f" sync points {row.get('sync', 0)}, execve {row.get('execve', 0)},"
                 f" forks {row.get('process', 0)}, cgroup mkdir {row.get('cgroup mkdir', 0)},"
-                f" rmdir {row.get('cgroup rmdir', 0)}",
+                f" rmdir {row.get('cgroup rmdir', 0)}, inodes freed {row.get('freed', 0)}",
                 flush=True,
             )
 
