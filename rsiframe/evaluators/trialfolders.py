@@ -44,7 +44,7 @@ from rsiframe.util import fsflags
 from rsiframe.util.reaper import discard
 from rsiframe.util.safefile import UnsafeFile, read_regular
 
-#: the parts of a trial folder a sandbox writes: every trial gets them fresh
+#: the parts of a trial folder a sandbox writes: every trial gets them empty
 WRITABLE = ("app", "logs/agent", "logs/verifier", "verifier-app", "verifier-agent-logs")
 #: the small files trials leave (a reward, a log line) are set aside until the folders
 #: close rather than deleted at once: each file of at most SPENT_FILE bytes on disk, up to
