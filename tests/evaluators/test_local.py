@@ -17,6 +17,7 @@ from rsiframe.sandbox.bwrap import ProcessSandbox, bwrap_works
 from rsiframe.tasks.taskset import Task, load_task
 from rsiframe.util import reaper
 from rsiframe.util.digest import sha256_bytes
+from tests.support.cgroups import need_cgroup
 
 HAVE_BWRAP = bwrap_works()
 
@@ -553,7 +554,7 @@ def test_a_kept_writable_folder_shows_the_next_trial_nothing_of_the_last(
     of the trial is gone. Whatever the agent left in them, the next agent and verifier see
     the folders as new: only the task's environment, mode 755, no extended attribute, no
     reward file. A folder given an attribute emptying would not undo is made anew."""
-    _need_pids_cgroup()  # kept only where every process is known gone (a pids cgroup)
+    need_cgroup("pids")  # kept only where every process is known gone (a pids cgroup)
     agent = _SEEN + _LEAVE + (_PLANT_XATTR if tamper == "xattr" else "")
     engine = _engine(tmp_path, agent, mode)
     task = _task(tmp_path / "tasks", test_sh=_VERIFIER_SEES)
@@ -577,12 +578,3 @@ def test_a_kept_writable_folder_shows_the_next_trial_nothing_of_the_last(
     finally:
         for fd in held:
             os.close(fd)
-
-
-def _need_pids_cgroup() -> None:
-    from rsiframe.sandbox import cgroups
-
-    if isinstance(cgroups.root("pids"), str):
-        if cgroups.required():  # CI: a missing cgroup must not turn into a skip
-            pytest.fail("RSIFRAME_REQUIRE_BWRAP is set but there is no pids cgroup")
-        pytest.skip("platform limit: no cgroup v1 pids hierarchy here")

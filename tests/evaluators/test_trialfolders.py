@@ -18,7 +18,7 @@ from rsiframe.evaluators.trialfolders import (
     manifest,
     sync_tree,
 )
-from rsiframe.util import reaper
+from rsiframe.util import fsflags, reaper
 
 
 def _used(folder: Path) -> None:
@@ -244,8 +244,8 @@ def test_an_unsealed_trials_writable_folders_go_whole(tmp_path: Path) -> None:
 def _set_flag(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        flags = int.from_bytes(fcntl.ioctl(fd, 0x80086601, bytes(8))[:4], "little")
-        fcntl.ioctl(fd, 0x40086602, (flags | 0x40).to_bytes(8, "little"))  # chattr +d
+        flags = int.from_bytes(fcntl.ioctl(fd, fsflags.GETFLAGS, bytes(8))[:4], "little")
+        fcntl.ioctl(fd, fsflags.SETFLAGS, (flags | 0x40).to_bytes(8, "little"))  # chattr +d
     except OSError as exc:
         pytest.skip(f"platform limit: this filesystem has no inode flags ({exc})")
     finally:

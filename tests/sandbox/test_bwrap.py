@@ -26,6 +26,7 @@ from rsiframe.sandbox.bwrap import (
     host_secrets,
     make_sandbox,
 )
+from tests.support.cgroups import need_cgroup
 from tests.support.paths import REPO
 
 HAVE_BWRAP = bwrap_works()
@@ -459,15 +460,6 @@ def test_the_rlimits_inside_are_the_ones_asked_for(
     assert any(f.startswith("processes not limited") for f in res.fallbacks) == unheld
 
 
-def _need_pids_cgroup() -> None:
-    from rsiframe.sandbox import cgroups
-
-    if isinstance(cgroups.root("pids"), str):
-        if cgroups.required():  # CI: a missing cgroup must not turn into a skip
-            pytest.fail("RSIFRAME_REQUIRE_BWRAP is set but there is no pids cgroup")
-        pytest.skip("platform limit: no cgroup v1 pids hierarchy here")
-
-
 @pytest.mark.parametrize("kind", ["bwrap", "process"])
 def test_a_command_joins_its_cgroups_in_the_one_shell_step_in_front_of_it(
     box: tuple[Mount, Path], kind: str
@@ -477,7 +469,7 @@ def test_a_command_joins_its_cgroups_in_the_one_shell_step_in_front_of_it(
     if kind == "bwrap" and not HAVE_BWRAP:
         pytest.skip("platform limit: bubblewrap does not work here")
 
-    _need_pids_cgroup()
+    need_cgroup("pids")
     m, _ = box
     sb = BwrapSandbox() if kind == "bwrap" else ProcessSandbox()
     argv = ["cat", "/proc/self/cgroup", "/proc/self/limits"]
@@ -508,7 +500,7 @@ def test_a_shell_script_under_the_process_sandbox_starts_with_the_step(
     commands open the script, in the same shell (one process start); the script runs
     in the run's cgroups with the limits, and a failing step ends it before the script."""
 
-    _need_pids_cgroup()
+    need_cgroup("pids")
     m, host = box
     script = 'echo "$0 $1"; cat /proc/$$/cgroup; grep "^Max file size" /proc/$$/limits'
     argv = ["sh", "-c", script, "name", "arg"]
@@ -547,7 +539,7 @@ def test_a_bash_script_under_the_process_sandbox_runs_the_step_itself(
     runs the step (its ``BASH_ENV``) before the script, no shell in front of it (issue 29);
     the script runs unchanged (``$0``, arguments) in the run's cgroups with the limits in
     bash's units, sees neither variable, and a failing step ends bash before it."""
-    _need_pids_cgroup()
+    need_cgroup("pids")
     m, host = box
     (host / "t.sh").write_text(
         'echo "$0 $1 ${BASH_ENV-unset} ${RSIFRAME_LIMITS-unset}"\n'
@@ -890,7 +882,7 @@ def test_a_commands_output_files_are_reused_only_when_no_process_of_it_is_left(
     next command; without one such a process may still write, and the files are closed:
     the next command's output is its own either way."""
     if held:
-        _need_pids_cgroup()
+        need_cgroup("pids")
     m, _ = box
     limits = sandbox.Limits(pids=32) if held else None
     sandbox._spare.pair = None

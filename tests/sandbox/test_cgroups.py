@@ -15,15 +15,7 @@ import pytest
 from rsiframe.errors import SandboxError
 from rsiframe.sandbox import cgroups
 from rsiframe.sandbox.bwrap import Limits, Mount, ProcessSandbox
-
-
-def _root(controller: str) -> Path:
-    root = cgroups.root(controller)
-    if isinstance(root, str):
-        if cgroups.required():
-            pytest.fail(f"RSIFRAME_REQUIRE_BWRAP is set but there is no {controller} cgroup")
-        pytest.skip(f"platform limit: no cgroup v1 {controller} hierarchy here: {root}")
-    return root
+from tests.support.cgroups import need_cgroup
 
 
 def _dead_pid() -> int:
@@ -35,7 +27,7 @@ def _dead_pid() -> int:
 def test_threads_asking_at_once_all_get_the_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two first calls at once used to collide on one probe name and leave the whole
     process on RLIMIT_NPROC; now every call gets the folder."""
-    _root("pids")
+    need_cgroup("pids")
     for _ in range(50):
         monkeypatch.setattr(cgroups, "_roots", {})
         got: list[object] = []
@@ -54,7 +46,7 @@ def test_threads_asking_at_once_all_get_the_folder(monkeypatch: pytest.MonkeyPat
 
 
 def test_stale_cgroups_of_dead_processes_are_removed() -> None:
-    root = _root("pids")
+    root = need_cgroup("pids")
     dead = root / f"run-{_dead_pid()}-1-{time.monotonic_ns()}"
     alive = root / f"run-{os.getpid()}-1-{time.monotonic_ns()}"
     dead.mkdir()
@@ -72,7 +64,7 @@ def test_stale_cgroups_of_dead_processes_are_removed() -> None:
 def test_a_run_kills_what_escaped_its_group_and_leaves_no_cgroup(tmp_path: Path) -> None:
     """Under the plain process runner a setsid daemon leaves the process group; the run's
     cgroups still hold it, so it dies with the run, and the cgroups are removed."""
-    root = _root("pids")
+    root = need_cgroup("pids")
     before = {p.name for p in root.iterdir() if p.name.startswith(f"run-{os.getpid()}-")}
     late = tmp_path / "daemon.txt"
     daemon = (
@@ -102,7 +94,7 @@ def test_a_run_kills_what_escaped_its_group_and_leaves_no_cgroup(tmp_path: Path)
 
 
 def test_a_memory_breach_is_named(tmp_path: Path) -> None:
-    _root("memory")
+    need_cgroup("memory")
     m = Mount(tmp_path, "/box", writable=True)
     grab = "b = bytearray(300 << 20); import time; time.sleep(30)"
     res = ProcessSandbox().run(
@@ -174,7 +166,7 @@ def test_a_confined_command_starts_the_keeper_in_an_unlimited_cgroup_of_its_own(
     alone in a ``warm-<pid>-`` cgroup with no limit, beside the commands' cgroups, with
     nothing of its parent's environment (a run driver's marker made a resume end it as the
     killed driver's leftover), and closing it ends it and removes that cgroup."""
-    root = _root("pids")
+    root = need_cgroup("pids")
     cgroups.keeper.close()
     monkeypatch.setenv("RSIFRAME_DRIVER", "a run's driver marker")
     m = Mount(tmp_path, "/box", writable=True)
@@ -203,7 +195,7 @@ def test_a_confined_command_starts_the_keeper_in_an_unlimited_cgroup_of_its_own(
 def test_the_keeper_ends_after_a_pause_and_the_next_command_starts_a_new_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    root = _root("pids")
+    root = need_cgroup("pids")
     monkeypatch.setattr(cgroups, "WARM_IDLE_S", 1.0)
     keeper = cgroups.Keeper()
     try:
@@ -223,7 +215,7 @@ def test_the_keeper_ends_after_a_pause_and_the_next_command_starts_a_new_one(
 
 
 def test_the_keeper_ends_with_the_rsiframe_process_that_started_it_even_on_sigkill() -> None:
-    root = _root("pids")
+    root = need_cgroup("pids")
     code = (
         "import os, signal, sys\n"
         "from rsiframe.sandbox import cgroups\n"
@@ -242,7 +234,7 @@ def test_the_keeper_ends_with_the_rsiframe_process_that_started_it_even_on_sigki
 
 
 def test_the_keeper_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    _root("pids")
+    need_cgroup("pids")
     cgroups.keeper.close()
     monkeypatch.setenv("RSIFRAME_CGROUP_WARM", "0")
     made = cgroups.RunCgroups(pids=8)
